@@ -1,0 +1,65 @@
+"""The one exception hierarchy of eugo_jupyter.
+
+Every error the package raises on purpose is an ``EugoError``; the classes also inherit the
+builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutError``)::
+
+    EugoError
+     +-- OptionsError (ValueError)          a resource option the scheduler cannot accept
+     +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
+     +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
+     +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
+     +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
+
+    EugoWarning (UserWarning)
+     +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
+
+Messages say what happened and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClusterError",
+    "EugoError",
+    "EugoWarning",
+    "GetTimeoutError",
+    "InfeasibleRequestError",
+    "InfeasibleRequestWarning",
+    "OptionsError",
+    "SerializationError",
+]
+
+
+class EugoError(Exception):
+    """Base class of every error raised on purpose by eugo_jupyter."""
+
+
+class OptionsError(EugoError, ValueError):
+    """A resource option (``num_cpus``, ``num_gpus``, ``memory``...) has a value Ray cannot use."""
+
+
+class SerializationError(EugoError, TypeError):
+    """An argument or a captured variable cannot be sent to a worker; nothing was submitted."""
+
+
+class ClusterError(EugoError, RuntimeError):
+    """There is no cluster to talk to, or the session is attached to a different one."""
+
+
+class InfeasibleRequestError(EugoError, RuntimeError):
+    """No alive node can ever satisfy a resource request, so waiting would never end."""
+
+
+class GetTimeoutError(EugoError, TimeoutError):
+    """``eugo.hpc.get(..., timeout=)`` ran out before every future was ready.
+
+    The message carries the diagnosis of what the unfinished work is waiting for.
+    """
+
+
+class EugoWarning(UserWarning):
+    """Base class of eugo_jupyter's warnings."""
+
+
+class InfeasibleRequestWarning(EugoWarning):
+    """A call was submitted whose request no alive node can satisfy: it will wait until one joins."""

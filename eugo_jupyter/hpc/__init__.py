@@ -1,0 +1,36 @@
+"""``eugo.hpc``: ordinary Python on a Ray cluster, from a notebook.
+
+>>> import eugo_jupyter as eugo
+>>> @eugo.hpc.distribute
+... def square(x):
+...     return x * x
+>>> eugo.hpc.get([square(i) for i in range(4)])     # doctest: +SKIP
+[0, 1, 4, 9]
+"""
+
+from ._cluster import ClusterInfo, cluster, waiting
+from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
+from ._feasibility import Waiting, WaitingList
+from ._futures import as_completed, cancel, get, put, wait
+from ._session import Connection, init, shutdown
+
+__all__ = [
+    "ActorProxy",
+    "BoundCall",
+    "ClusterInfo",
+    "Connection",
+    "DistributedClass",
+    "DistributedFunction",
+    "Waiting",
+    "WaitingList",
+    "as_completed",
+    "cancel",
+    "cluster",
+    "distribute",
+    "get",
+    "init",
+    "put",
+    "shutdown",
+    "wait",
+    "waiting",
+]

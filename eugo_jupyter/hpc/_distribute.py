@@ -1,0 +1,286 @@
+"""``@distribute``: a function becomes a task whose call returns a future; a class, an actor.
+
+A call validates its options, connects on first use, warns when no node can run its request,
+submits through Ray (``ray.remote``) and returns Ray's own future (an ``ObjectRef``), so futures
+pass into other calls and into ``ray.get`` unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from typing import Any, Callable, Mapping, TypeVar, overload
+
+from ..exceptions import OptionsError
+from . import _checks, _session, _submissions
+from ._options import request_of, validate_options
+
+__all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
+
+T = TypeVar("T")
+
+
+def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
+    """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
+    if isinstance(exc, (TypeError, pickle.PicklingError, AttributeError, ValueError)):
+        explained = _checks.explain_unpicklable(fn, args, kwargs, exc)
+        if explained is not None:
+            raise explained from exc
+
+
+class _Submitter:
+    """Options validated once, the Ray handle built once: what a bound call needs to submit."""
+
+    __slots__ = ("kind", "name", "options", "request", "key")
+
+    def __init__(self, name: str, options: dict[str, Any], kind: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.options = options
+        self.request = request_of(options, kind)
+        self.key = _submissions.request_key(self.request)
+
+    def check(self, stacklevel: int) -> None:
+        _checks.warn_if_infeasible(self.name, self.key, self.request, stacklevel + 1)
+
+
+class DistributedFunction:
+    """A function whose calls run as Ray tasks and return futures.
+
+    >>> @distribute
+    ... def square(x):
+    ...     return x * x
+    >>> fut = square(4)                       # doctest: +SKIP
+    >>> get(fut)                              # doctest: +SKIP
+    16
+    >>> get(square.options(num_cpus=2)(5))    # doctest: +SKIP
+    25
+    """
+
+    def __init__(self, fn: Callable[..., Any], options: Mapping[str, Any] | None = None) -> None:
+        if hasattr(fn, "remote"):
+            raise TypeError(
+                f"{fn!r} is already a Ray remote function; apply eugo.hpc.distribute to the plain "
+                "function instead of the @ray.remote one."
+            )
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._defaults = validate_options(options or {}, "task")
+        self._default = _Submitter(self._label, self._defaults, "task")
+        self._remote: Any = None
+        self._default_remote: Any = None
+
+    @property
+    def _label(self) -> str:
+        return getattr(self._fn, "__qualname__", getattr(self._fn, "__name__", repr(self._fn)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Workers rebuild the wrapper from the plain function; Ray handles are not shipped.
+        return (DistributedFunction, (self._fn, self._defaults))
+
+    def __repr__(self) -> str:
+        extra = f" {self._defaults}" if self._defaults else ""
+        return f"<distributed function {self._label}{extra}>"
+
+    def _ray_remote(self) -> Any:
+        if self._remote is None:
+            import ray
+
+            self._remote = ray.remote(self._fn)
+            self._default_remote = (
+                self._remote.options(**self._defaults) if self._defaults else self._remote
+            )
+        return self._remote
+
+    def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
+        submitter.check(stacklevel=3)
+        try:
+            refs = remote.remote(*args, **kwargs)
+        except Exception as exc:
+            _submission_failed(self._fn, args, kwargs, exc)
+            raise
+        for ref in refs if isinstance(refs, list) else (refs,):
+            if hasattr(ref, "binary"):
+                _submissions.remember(ref, submitter.name, submitter.key)
+        return refs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Submit one call with the decorator's options; returns a future at once."""
+        _session.ensure()
+        self._ray_remote()
+        return self._submit(self._default, self._default_remote, args, kwargs)
+
+    def options(self, **options: Any) -> "BoundCall":
+        """The same function with per-call resources; the call site wins over the decorator.
+
+        >>> heavy = square.options(num_cpus=4, num_gpus=0.25)   # doctest: +SKIP
+        >>> fut = heavy(3)                                      # doctest: +SKIP
+        """
+        merged = {**self._defaults, **validate_options(options, "task")}
+        return BoundCall(self, merged)
+
+    def local(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the plain function here, in this process (for debugging and tests)."""
+        return self._fn(*args, **kwargs)
+
+
+class BoundCall:
+    """A distributed function with options applied; call it to submit."""
+
+    def __init__(self, function: DistributedFunction, options: dict[str, Any]) -> None:
+        self._function = function
+        self._submitter = _Submitter(function._label, options, "task")
+        self._remote: Any = None
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        """The validated options this call submits with."""
+        return dict(self._submitter.options)
+
+    def __repr__(self) -> str:
+        return f"<distributed function {self._function._label} with {self._submitter.options}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _session.ensure()
+        if self._remote is None:
+            self._remote = self._function._ray_remote().options(**self._submitter.options)
+        return self._function._submit(self._submitter, self._remote, args, kwargs)
+
+
+class ActorMethod:
+    """A method of a remote actor: calling it returns a future."""
+
+    __slots__ = ("_method", "_name")
+
+    def __init__(self, method: Any, name: str) -> None:
+        self._method = method
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._method.remote(*args, **kwargs)
+
+    def options(self, **options: Any) -> "ActorMethod":
+        """Ray's per-method options (``num_returns``, ``name``...)."""
+        return ActorMethod(self._method.options(**options), self._name)
+
+    def __repr__(self) -> str:
+        return f"<remote method {self._name}>"
+
+
+class ActorProxy:
+    """A handle to a live actor; ``proxy.method(...)`` returns a future.
+
+    The Ray handle is ``proxy.handle``; the actor lives as long as a handle to it does.
+    """
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self.handle = handle
+        self._class_name = name
+
+    def __getattr__(self, attr: str) -> ActorMethod:
+        if attr.startswith("__") or attr in ("handle", "_class_name"):
+            raise AttributeError(attr)
+        try:
+            method = getattr(self.handle, attr)
+        except AttributeError:
+            raise AttributeError(
+                f"The actor {self._class_name} has no method {attr!r}."
+            ) from None
+        return ActorMethod(method, f"{self._class_name}.{attr}")
+
+    def __repr__(self) -> str:
+        return f"<actor {self._class_name} {self.handle._actor_id.hex()[:12]}>"
+
+
+class DistributedClass:
+    """A class whose instances live as Ray actors.
+
+    >>> @distribute
+    ... class Counter:
+    ...     def __init__(self):
+    ...         self.n = 0
+    ...     def incr(self, k=1):
+    ...         self.n += k
+    ...         return self.n
+    >>> c = Counter()             # doctest: +SKIP
+    >>> get(c.incr(2))            # doctest: +SKIP
+    2
+    """
+
+    def __init__(self, cls: type, options: Mapping[str, Any] | None = None) -> None:
+        functools.update_wrapper(self, cls, updated=())
+        self._cls = cls
+        self._defaults = validate_options(options or {}, "actor")
+        self._remote: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DistributedClass, (self._cls, self._defaults))
+
+    def __repr__(self) -> str:
+        return f"<distributed class {self._cls.__qualname__}>"
+
+    def _ray_remote(self) -> Any:
+        if self._remote is None:
+            import ray
+
+            self._remote = ray.remote(self._cls)
+        return self._remote
+
+    def _create(self, options: dict[str, Any], args: tuple, kwargs: dict) -> ActorProxy:
+        _session.ensure()
+        submitter = _Submitter(self._cls.__qualname__, options, "actor")
+        submitter.check(stacklevel=3)
+        remote = self._ray_remote()
+        try:
+            handle = (remote.options(**options) if options else remote).remote(*args, **kwargs)
+        except Exception as exc:
+            _submission_failed(self._cls.__init__, args, kwargs, exc)
+            raise
+        return ActorProxy(handle, self._cls.__qualname__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:
+        """Start an actor with the decorator's options."""
+        return self._create(self._defaults, args, kwargs)
+
+    def options(self, **options: Any) -> Callable[..., ActorProxy]:
+        """Per-actor resources: ``Counter.options(num_cpus=1)()``."""
+        merged = {**self._defaults, **validate_options(options, "actor")}
+        return functools.partial(self._create, merged)
+
+
+@overload
+def distribute(target: type[T]) -> DistributedClass: ...
+@overload
+def distribute(target: Callable[..., Any]) -> DistributedFunction: ...
+@overload
+def distribute(target: None = None, **options: Any) -> Callable[[Any], Any]: ...
+
+
+def distribute(target: Any = None, **options: Any) -> Any:
+    """Turn a function into a task (a call returns a future) or a class into an actor.
+
+    Use it bare (``@distribute``) or with default resources (``@distribute(num_cpus=2)``); the
+    options given at the call site (``f.options(num_gpus=1)(x)``) win over these.
+
+    >>> @distribute
+    ... def add(a, b):
+    ...     return a + b
+    >>> get(add(1, 2))                         # doctest: +SKIP
+    3
+    """
+    if target is None:
+        validate_options(options)  # fail at the decorator line, not at the first call
+        return functools.partial(distribute, **options)
+    if isinstance(target, (DistributedFunction, DistributedClass)):
+        if not options:
+            return target
+        target = target._fn if isinstance(target, DistributedFunction) else target._cls
+    if isinstance(target, type):
+        return DistributedClass(target, options)
+    if callable(target):
+        return DistributedFunction(target, options)
+    raise OptionsError(
+        f"distribute() takes a function or a class, not {type(target).__name__}; "
+        "use it as @eugo.hpc.distribute or @eugo.hpc.distribute(num_cpus=2)."
+    )
+

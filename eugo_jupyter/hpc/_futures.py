@@ -1,0 +1,169 @@
+"""Working with futures: get (with progress and diagnosed timeouts), wait, as_completed, put, cancel."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Iterable, Iterator, Sequence
+
+from ..exceptions import GetTimeoutError
+from . import _checks, _session, _submissions
+from ._feasibility import describe_request, fix_for, infeasible_reason
+from ._progress import in_notebook, make_bar
+
+__all__ = ["as_completed", "cancel", "get", "put", "wait"]
+
+#: A bar appears only once a wait has lasted this long (seconds).
+PROGRESS_AFTER = 2.0
+
+
+def _as_list(futures: Any) -> tuple[list[Any], bool]:
+    if isinstance(futures, (list, tuple)):
+        return list(futures), True
+    return [futures], False
+
+
+def diagnose(pending: Sequence[Any]) -> str:
+    """Why these futures are not ready: per function and request, never-runs or busy or running."""
+    snap = _checks.current_snapshot(max_age=0)
+    groups: Counter[tuple[str, _submissions.RequestKey]] = Counter()
+    for ref in pending:
+        groups[_submissions.lookup(ref) or ("a call made elsewhere", ())] += 1
+    waiting_shapes = {_submissions.request_key(shape) for shape, _ in snap.demands} if snap else set()
+    lines = []
+    for (name, key), count in groups.most_common():
+        request = dict(key)
+        calls = f"{count} call{'s' if count != 1 else ''} of {name}"
+        if not key:
+            lines.append(f"- {calls}: still running or queued.")
+            continue
+        asks = f"({describe_request(request)})"
+        reason = infeasible_reason(request, snap.alive_nodes) if snap else None
+        if reason is not None:
+            lines.append(
+                f"- {calls} {asks}: will never start: {reason}. Fix: {fix_for(request, snap.alive_nodes)}."  # type: ignore[union-attr]
+            )
+        elif key in waiting_shapes:
+            lines.append(f"- {calls} {asks}: queued; the resources exist but are busy.")
+        else:
+            lines.append(f"- {calls} {asks}: running (or its result is on its way).")
+    return "\n".join(lines)
+
+
+def _timeout_error(pending: Sequence[Any], total: int, timeout: float | None) -> GetTimeoutError:
+    return GetTimeoutError(
+        f"{len(pending)} of {total} future{'s' if total != 1 else ''} not ready after "
+        f"{timeout:g} s:\n{diagnose(pending)}"
+    )
+
+
+def get(futures: Any, *, timeout: float | None = None, progress: bool | None = None) -> Any:
+    """The value of a future, or the list of values of a list of futures.
+
+    ``timeout`` (seconds) raises :class:`~eugo_jupyter.exceptions.GetTimeoutError`, whose message
+    says what each unfinished call waits for. ``progress``: ``None`` shows a bar in notebooks once
+    the wait passes two seconds; ``True`` shows one anywhere; ``False`` never.
+
+    >>> get(square(3))                       # doctest: +SKIP
+    9
+    >>> get([square(i) for i in range(4)])   # doctest: +SKIP
+    [0, 1, 4, 9]
+    """
+    import ray
+    from ray.exceptions import GetTimeoutError as RayGetTimeoutError
+
+    _session.ensure()
+    refs, many = _as_list(futures)
+    show = progress if progress is not None else in_notebook()
+    try:
+        if many and show and len(refs) > 1:
+            _wait_with_bar(refs, timeout)
+        return ray.get(refs if many else refs[0], timeout=timeout)
+    except RayGetTimeoutError:
+        pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
+        pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
+        raise _timeout_error(pending, len(refs), timeout) from None
+
+
+def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
+    """Block until every ref is ready, drawing a bar if that takes over ``PROGRESS_AFTER``."""
+    import ray
+    from ray.exceptions import GetTimeoutError as RayGetTimeoutError
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
+    first = PROGRESS_AFTER if timeout is None else min(PROGRESS_AFTER, timeout)
+    _, pending = ray.wait(pending, num_returns=len(pending), timeout=first, fetch_local=False)
+    if not pending:
+        return
+    bar = make_bar(len(refs), len(refs) - len(pending), "eugo.hpc.get")
+    try:
+        while pending:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise RayGetTimeoutError()
+            step = 0.25 if left is None else min(0.25, left)
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=step, fetch_local=False)
+            bar.update(len(ready))
+    finally:
+        bar.close()
+
+
+def wait(
+    futures: Iterable[Any], *, num_returns: int = 1, timeout: float | None = None
+) -> tuple[list[Any], list[Any]]:
+    """``(done, pending)``: returns once ``num_returns`` futures are ready or ``timeout`` passes.
+
+    >>> done, pending = wait(futs, num_returns=1)   # doctest: +SKIP
+    """
+    import ray
+
+    _session.ensure()
+    refs = list(futures)
+    if not refs:
+        return [], []
+    return ray.wait(refs, num_returns=min(num_returns, len(refs)), timeout=timeout)
+
+
+def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Iterator[Any]:
+    """Yield each future as soon as it is ready, whatever the submission order.
+
+    >>> for fut in as_completed(futs):      # doctest: +SKIP
+    ...     print(get(fut))
+    """
+    import ray
+
+    _session.ensure()
+    pending = list(futures)
+    total = len(pending)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        if not done:
+            raise _timeout_error(pending, total, timeout)
+        yield from done
+
+
+def put(value: Any) -> Any:
+    """Store a value in the cluster's object store once; pass the future to many calls.
+
+    >>> table = put(big_array)                    # doctest: +SKIP
+    >>> futs = [score(table, i) for i in range(100)]   # doctest: +SKIP
+    """
+    import ray
+
+    _session.ensure()
+    return ray.put(value)
+
+
+def cancel(futures: Any, *, force: bool = False, recursive: bool = True) -> None:
+    """Cancel a task (or a list of them): queued ones never start, running ones are interrupted.
+
+    ``get`` on a cancelled future raises ``ray.exceptions.TaskCancelledError``.
+    """
+    import ray
+
+    refs, _ = _as_list(futures)
+    for ref in refs:
+        ray.cancel(ref, force=force, recursive=recursive)

@@ -1,0 +1,271 @@
+"""Per-call resource options: validation at the call site and translation into Ray's options.
+
+Every rule here raises :class:`~eugo_jupyter.exceptions.OptionsError` with a sentence that names
+the allowed values, *before* anything is submitted. The same rules serve the API, the magics and
+the options widget.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import re
+from typing import Any, Mapping
+
+from ..exceptions import OptionsError
+
+__all__ = ["format_options", "parse_memory", "request_of", "validate_options"]
+
+#: The options this project documents; anything else Ray's ``.options()`` takes is passed through.
+DOCUMENTED = (
+    "num_cpus",
+    "num_gpus",
+    "memory",
+    "resources",
+    "max_retries",
+    "retry_exceptions",
+    "accelerator_type",
+    "runtime_env",
+    "name",
+)
+
+# Ray's own option tables (``ray._common.ray_option_utils``), copied as names so that validating
+# an option never imports Ray. ``tests/hpc/test_options.py`` checks they still match Ray's.
+RAY_TASK_OPTIONS = frozenset(
+    {
+        "_generator_backpressure_num_objects", "_labels", "_num_objects_per_yield",
+        "accelerator_type", "enable_task_events", "fallback_strategy", "label_selector",
+        "max_calls", "max_retries", "memory", "name", "num_cpus", "num_gpus", "num_returns",
+        "object_store_memory", "placement_group", "placement_group_bundle_index",
+        "placement_group_capture_child_tasks", "resources", "retry_exceptions", "runtime_env",
+        "scheduling_strategy",
+    }
+)  # fmt: skip
+RAY_ACTOR_OPTIONS = frozenset(
+    {
+        "_actor_generator_backpressure_num_objects", "_labels", "accelerator_type",
+        "allow_out_of_order_execution", "concurrency_groups", "enable_task_events",
+        "enable_tensor_transport", "fallback_strategy", "get_if_exists", "label_selector",
+        "lifetime", "max_concurrency", "max_pending_calls", "max_restarts", "max_task_retries",
+        "memory", "name", "namespace", "num_cpus", "num_gpus", "object_store_memory",
+        "placement_group", "placement_group_bundle_index", "placement_group_capture_child_tasks",
+        "resources", "runtime_env", "scheduling_strategy",
+    }
+)  # fmt: skip
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_MEMORY_HELP = (
+    'an int of bytes or a string such as "512MiB", "4GB" or "1.5GiB" '
+    "(KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB powers of 1024)"
+)
+# Ray keeps resource quantities in units of 1/10000.
+_RESOURCE_PRECISION = 1e-4
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _quantity(key: str, value: Any, what: str) -> float:
+    """A finite, non-negative real number, or an OptionsError naming ``what`` is allowed."""
+    if not _is_real(value):
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {what}.")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {what}.")
+    if number and number < _RESOURCE_PRECISION:
+        raise OptionsError(
+            f"{key}={value!r} is too small: Ray counts resources in steps of 0.0001; "
+            f"{key} must be {what}."
+        )
+    return number
+
+
+def _check_num_gpus(value: Any) -> float | int:
+    what = "a fraction between 0 and 1 (such as 0.25 or 0.5) or a whole number (0, 1, 2, ...)"
+    number = _quantity("num_gpus", value, what)
+    if number > 1 and not number.is_integer():
+        raise OptionsError(
+            f"num_gpus={value!r} is not allowed: a task can share one GPU (a fraction below 1, "
+            f"such as 0.25) or hold whole GPUs (1, 2, ...), never part of a second one. "
+            f"Use num_gpus={math.floor(number)} or num_gpus={math.ceil(number)}."
+        )
+    return int(number) if number.is_integer() else number
+
+
+def _check_num_cpus(value: Any) -> float | int:
+    number = _quantity("num_cpus", value, "a number of CPUs, 0 or more (such as 1, 4 or 0.5)")
+    return int(number) if number.is_integer() else number
+
+
+def parse_memory(value: Any, key: str = "memory") -> int:
+    """Bytes from an int or a string with a unit.
+
+    >>> parse_memory("512MiB")
+    536870912
+    >>> parse_memory("4GB")
+    4000000000
+    """
+    if isinstance(value, str):
+        match = _MEMORY_RE.match(value)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
+        number = float(match.group(1)) * _UNITS[unit]
+    elif _is_real(value) and float(value).is_integer():
+        number = float(value)
+    else:
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
+    return int(number)
+
+
+def _check_resources(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise OptionsError(
+            f"resources={value!r} is not allowed: resources must be a dict of custom resource "
+            'names to amounts, such as {"TPU": 1} or {"special_disk": 0.5}.'
+        )
+    checked: dict[str, float] = {}
+    for name, amount in value.items():
+        if not isinstance(name, str) or not name:
+            raise OptionsError(f"resources: {name!r} is not a resource name; use a string.")
+        if name in ("CPU", "GPU", "memory"):
+            fix = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory"}[name]
+            raise OptionsError(
+                f'resources={{"{name}": ...}} is not allowed: use the {fix}= option for {name}.'
+            )
+        checked[name] = _quantity(f"resources[{name!r}]", amount, "a number, 0 or more")
+    return checked
+
+
+def _check_max_retries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < -1:
+        raise OptionsError(
+            f"max_retries={value!r} is not allowed: max_retries must be a whole number, "
+            "0 or more, or -1 to retry forever."
+        )
+    return int(value)
+
+
+def _check_retry_exceptions(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, type) and issubclass(v, BaseException) for v in value
+    ):
+        return list(value)
+    raise OptionsError(
+        f"retry_exceptions={value!r} is not allowed: retry_exceptions must be True, False, or "
+        "a list of exception classes such as [ConnectionError]."
+    )
+
+
+def _check_str(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be a non-empty string.")
+    return value
+
+
+def _check_runtime_env(value: Any) -> Any:
+    if value is None or isinstance(value, Mapping):
+        return value
+    # Ray also accepts its RuntimeEnv class, which is a dict subclass; anything else is a mistake.
+    raise OptionsError(
+        f"runtime_env={value!r} is not allowed: runtime_env must be a dict such as "
+        '{"pip": ["requests"], "env_vars": {"KEY": "value"}}.'
+    )
+
+
+_CHECKS = {
+    "num_cpus": _check_num_cpus,
+    "num_gpus": _check_num_gpus,
+    "memory": parse_memory,
+    "object_store_memory": lambda v: parse_memory(v, "object_store_memory"),
+    "resources": _check_resources,
+    "max_retries": _check_max_retries,
+    "retry_exceptions": _check_retry_exceptions,
+    "accelerator_type": lambda v: _check_str("accelerator_type", v),
+    "name": lambda v: _check_str("name", v),
+    "runtime_env": _check_runtime_env,
+}
+
+
+def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str, Any]:
+    """Check call-site options and return them in the form Ray's ``.options()`` takes.
+
+    ``kind`` is ``"task"`` or ``"actor"`` (actors accept a different set of Ray options).
+    Memory strings become bytes; ``None`` values are dropped (they mean "the default").
+
+    >>> validate_options({"num_cpus": 4, "num_gpus": 0.25, "memory": "1GiB"})
+    {'num_cpus': 4, 'num_gpus': 0.25, 'memory': 1073741824}
+    """
+    allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
+    checked: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in allowed:
+            raise OptionsError(_unknown_key_message(key, allowed, kind))
+        if value is None:
+            continue
+        check = _CHECKS.get(key)
+        checked[key] = check(value) if check else value
+    return checked
+
+
+def _unknown_key_message(key: Any, allowed: frozenset[str], kind: str) -> str:
+    public = sorted(k for k in allowed if not k.startswith("_"))
+    close = difflib.get_close_matches(str(key), public, n=1)
+    hint = f" Did you mean {close[0]}=?" if close else ""
+    return (
+        f"{key}= is not an option for a {kind}.{hint} The usual ones are "
+        f"{', '.join(k for k in DOCUMENTED if k in allowed)}; Ray also takes "
+        f"{', '.join(k for k in public if k not in DOCUMENTED)}."
+    )
+
+
+def request_of(options: Mapping[str, Any], kind: str = "task") -> dict[str, float]:
+    """The resources one call asks the scheduler for, as Ray counts them.
+
+    A task without ``num_cpus`` asks for one CPU; an actor asks for none while it lives (Ray's
+    default, so that idle actors do not hold cores).
+
+    >>> request_of({"num_gpus": 0.25})
+    {'CPU': 1.0, 'GPU': 0.25}
+    """
+    default_cpus = 1.0 if kind == "task" else 0.0
+    request: dict[str, float] = {}
+    cpus = float(options.get("num_cpus", default_cpus))
+    if cpus:
+        request["CPU"] = cpus
+    gpus = float(options.get("num_gpus", 0) or 0)
+    if gpus:
+        request["GPU"] = gpus
+    if options.get("memory"):
+        request["memory"] = float(options["memory"])
+    for name, amount in (options.get("resources") or {}).items():
+        if amount:
+            request[name] = float(amount)
+    return request
+
+
+def format_options(options: Mapping[str, Any]) -> str:
+    """The call-site code for these options, as a user would type it.
+
+    >>> format_options({"num_cpus": 4, "num_gpus": 0.25})
+    '.options(num_cpus=4, num_gpus=0.25)'
+    """
+    return ".options(" + ", ".join(f"{k}={v!r}" for k, v in options.items()) + ")"

@@ -1,0 +1,167 @@
+"""Which cluster this process talks to: address resolution, the embedded default, shutdown.
+
+Order (first match wins): an explicit ``init(address=...)``, ``$EUGO_CLUSTER_ADDRESS``,
+``$RAY_ADDRESS``, the cluster marked active in the EugoHPC Manager (its record on disk), else
+an embedded local Ray started on first use and kept for the life of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import ClusterError, EugoWarning
+
+__all__ = ["Connection", "connection", "ensure", "init", "resolve_address", "shutdown"]
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where this process is connected, and how that address was chosen."""
+
+    address: str  # the GCS address, host:port
+    source: str  # "explicit", "EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS", "active cluster 'dev'", "embedded", "existing"
+    embedded: bool
+    dashboard_url: str | None
+
+
+_connection: Connection | None = None
+# Bumped on every init/shutdown so caches keyed on the cluster (feasibility) know to reset.
+generation = 0
+
+
+def resolve_address(address: str | None = None) -> tuple[str | None, str]:
+    """The address to connect to and where it came from; ``(None, "embedded")`` for the default.
+
+    >>> resolve_address("10.0.0.5:6379")
+    ('10.0.0.5:6379', 'explicit')
+    """
+    if address:
+        return address, "explicit"
+    for variable in ("EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return value, variable
+    from ..records import active_record
+
+    active = active_record()
+    if active:
+        return str(active["address"]), f"active cluster {active.get('name') or active['id']!r}"
+    return None, "embedded"
+
+
+def _reachable(address: str, timeout: float = 3.0) -> bool:
+    if address.startswith("ray://") or address in ("auto", "local"):
+        return True
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
+    """Connect this process to a cluster (or start the embedded one) and return the connection.
+
+    Calling it is optional: the first distributed call does it with no arguments. Pass
+    ``address="host:port"`` (or ``"ray://host:10001"``) for an existing cluster; other keyword
+    arguments go to ``ray.init`` (``num_cpus=2`` sizes the embedded Ray).
+
+    >>> import eugo_jupyter as eugo
+    >>> eugo.hpc.init(num_cpus=2)            # doctest: +SKIP
+    Connection(address='127.0.0.1:...', source='embedded', embedded=True, ...)
+    """
+    global _connection, generation
+    import ray
+
+    if ray.is_initialized():
+        current = _connection or _adopt_existing()
+        if address and address not in (current.address, "auto"):
+            raise ClusterError(
+                f"This kernel is already connected to {current.address} ({current.source}). "
+                "Call eugo.hpc.shutdown() first, then eugo.hpc.init(address=...)."
+            )
+        return current
+
+    target, source = resolve_address(address)
+    if target and not _reachable(target):
+        message = f"No Ray cluster answers at {target} (from {source})."
+        if source.startswith("active cluster"):
+            warnings.warn(
+                f"{message} Using an embedded local Ray instead; make another cluster active "
+                "in the EugoHPC Manager, or relaunch this one.",
+                EugoWarning,
+                stacklevel=2,
+            )
+            target, source = None, "embedded"
+        else:
+            raise ClusterError(
+                f"{message} Check the address (host:port of the head's GCS, as printed by "
+                "`ray start --head`), or unset it to use the embedded local Ray."
+            )
+
+    ray_kwargs.setdefault("logging_level", logging.WARNING)
+    if target is None:
+        # "local" forces a fresh Ray owned by this process: plain ray.init() would silently
+        # attach to whatever `ray start` cluster ran last on this machine.
+        ray_kwargs.setdefault("include_dashboard", None)
+        ray_kwargs.setdefault("dashboard_host", "127.0.0.1")
+        context = ray.init(address="local", **ray_kwargs)
+    else:
+        context = ray.init(address=target, **ray_kwargs)
+
+    dashboard = context.dashboard_url or None
+    _connection = Connection(
+        address=context.address_info.get("gcs_address") or context.address_info["address"],
+        source=source,
+        embedded=target is None,
+        dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,
+    )
+    generation += 1
+    return _connection
+
+
+def _adopt_existing() -> Connection:
+    """The user (or a Ray worker) initialised Ray without us: describe that connection."""
+    global _connection
+    import ray
+
+    _connection = Connection(
+        address=ray.get_runtime_context().gcs_address,
+        source="existing",
+        embedded=False,
+        dashboard_url=None,
+    )
+    return _connection
+
+
+def ensure() -> None:
+    """Connect on first use; a no-op afterwards (and always inside a Ray worker)."""
+    import ray
+
+    if not ray.is_initialized():
+        init()
+
+
+def connection() -> Connection:
+    """The current connection, connecting first if needed."""
+    ensure()
+    return _connection or _adopt_existing()
+
+
+def shutdown() -> None:
+    """Disconnect; an embedded Ray stops with it. The next call connects again.
+
+    >>> eugo.hpc.shutdown()                  # doctest: +SKIP
+    """
+    global _connection, generation
+    import ray
+
+    ray.shutdown()
+    _connection = None
+    generation += 1

@@ -1,0 +1,48 @@
+"""What this process submitted: each future's function name and resource request.
+
+Ray's futures do not say what they asked for; diagnosing a ``get`` timeout or naming who waits in
+``waiting()`` needs it. The record is bounded (oldest entries are dropped) and costs one dict
+insert per call.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict
+from typing import Any, Mapping
+
+__all__ = ["RequestKey", "forget_all", "functions_by_request", "lookup", "remember", "request_key"]
+
+RequestKey = tuple[tuple[str, float], ...]
+
+_LIMIT = 200_000
+_by_ref: OrderedDict[bytes, tuple[str, RequestKey]] = OrderedDict()
+_names_by_request: defaultdict[RequestKey, set[str]] = defaultdict(set)
+
+
+def request_key(request: Mapping[str, float]) -> RequestKey:
+    """A hashable form of a request, the same for equal requests."""
+    return tuple(sorted(request.items()))
+
+
+def remember(ref: Any, name: str, key: RequestKey) -> None:
+    """Note that future ``ref`` came from a call of ``name`` asking for ``key``."""
+    _by_ref[ref.binary()] = (name, key)
+    _names_by_request[key].add(name)
+    if len(_by_ref) > _LIMIT:
+        _by_ref.popitem(last=False)
+
+
+def lookup(ref: Any) -> tuple[str, RequestKey] | None:
+    """``(function name, request key)`` of a future this process submitted, else None."""
+    return _by_ref.get(ref.binary())
+
+
+def functions_by_request() -> dict[RequestKey, set[str]]:
+    """Names of the functions that submitted each request shape."""
+    return dict(_names_by_request)
+
+
+def forget_all() -> None:
+    """Called on shutdown: futures of the old cluster mean nothing on the next one."""
+    _by_ref.clear()
+    _names_by_request.clear()

@@ -1,0 +1,129 @@
+"""Cluster records on disk: how the Jupyter server tells kernels which cluster to use.
+
+Layout, under Jupyter's runtime directory (``jupyter --runtime-dir``, which honours
+``$JUPYTER_RUNTIME_DIR``)::
+
+    <runtime>/eugo/clusters/<id>.json    one record per cluster the server launched or connected
+    <runtime>/eugo/active.json           {"id": ..., "address": ..., "name": ...}: new kernels use it
+
+A record is a JSON object with at least::
+
+    {"version": 1, "id": "c-3f9a2b", "name": "dev", "kind": "local" | "connect",
+     "address": "10.0.0.5:6379", "dashboard_url": "http://127.0.0.1:8265" | null,
+     "created": "2026-11-29T16:20:00+00:00", "lifetime": "server" | "persistent",
+     "server_pid": 1234, "pids": [...]}
+
+Files are written atomically (write, then rename) with owner-only permissions. Unknown keys are
+kept, so the server may store more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RECORD_VERSION",
+    "active_record",
+    "clear_active",
+    "delete_record",
+    "list_records",
+    "read_record",
+    "records_dir",
+    "set_active",
+    "write_record",
+]
+
+RECORD_VERSION = 1
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def _root() -> Path:
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    return Path(jupyter_runtime_dir()) / "eugo"
+
+
+def records_dir() -> Path:
+    """The folder holding one ``<id>.json`` per cluster."""
+    return _root() / "clusters"
+
+
+def _record_path(cluster_id: str) -> Path:
+    if not _ID_RE.match(cluster_id):
+        raise ValueError(f"{cluster_id!r} is not a cluster id (letters, digits, - and _).")
+    return records_dir() / f"{cluster_id}.json"
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_record(record: dict[str, Any]) -> Path:
+    """Write (or replace) the record of cluster ``record["id"]``."""
+    data = {"version": RECORD_VERSION, **record}
+    path = _record_path(str(data["id"]))
+    _write_json(path, data)
+    return path
+
+
+def read_record(cluster_id: str) -> dict[str, Any] | None:
+    """The record of one cluster, or None when there is none (or it is unreadable)."""
+    return _read_json(_record_path(cluster_id))
+
+
+def list_records() -> list[dict[str, Any]]:
+    """Every readable record, oldest first."""
+    folder = records_dir()
+    if not folder.is_dir():
+        return []
+    records = [r for p in folder.glob("*.json") if (r := _read_json(p)) and "id" in r]
+    return sorted(records, key=lambda r: str(r.get("created", "")))
+
+
+def delete_record(cluster_id: str) -> None:
+    """Forget a cluster; clears the active marker if it pointed there."""
+    _record_path(cluster_id).unlink(missing_ok=True)
+    active = active_record()
+    if active and active.get("id") == cluster_id:
+        clear_active()
+
+
+def set_active(record: dict[str, Any]) -> None:
+    """Mark a cluster as the one new kernels connect to."""
+    _write_json(
+        _root() / "active.json",
+        {"id": record["id"], "address": record["address"], "name": record.get("name")},
+    )
+
+
+def clear_active() -> None:
+    """New kernels go back to the embedded default."""
+    (_root() / "active.json").unlink(missing_ok=True)
+
+
+def active_record() -> dict[str, Any] | None:
+    """``{"id", "address", "name"}`` of the active cluster, or None."""
+    data = _read_json(_root() / "active.json")
+    return data if data and data.get("address") else None

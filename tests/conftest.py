@@ -1,0 +1,67 @@
+"""Shared fixtures: real Ray clusters on this machine, isolated Jupyter runtime folders.
+
+Clusters are module-scoped: a module that needs Ray asks for ``ray_local`` (one node, 2 CPUs)
+or ``gpu_cluster`` (a head without GPU plus a worker node that *declares* one GPU; declared
+resources are scheduling bookkeeping only, no GPU exists here). Only one Ray connection can be
+open per process, so each fixture shuts down what it started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No address leaks in from the developer's shell; cluster records go to a temp folder."""
+    saved = {k: os.environ.pop(k, None) for k in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    runtime = tmp_path_factory.mktemp("jupyter-runtime")
+    old_runtime = os.environ.get("JUPYTER_RUNTIME_DIR")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    yield
+    for key, value in saved.items():
+        if value is not None:
+            os.environ[key] = value
+    if old_runtime is None:
+        os.environ.pop("JUPYTER_RUNTIME_DIR", None)
+    else:
+        os.environ["JUPYTER_RUNTIME_DIR"] = old_runtime
+
+
+def _shutdown() -> None:
+    import eugo_jupyter as eugo
+
+    eugo.hpc.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[object]:
+    """An embedded local Ray with 2 CPUs, connected through eugo.hpc."""
+    import eugo_jupyter as eugo
+
+    _shutdown()
+    connection = eugo.hpc.init(num_cpus=2)
+    yield connection
+    _shutdown()
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster() -> Iterator[object]:
+    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (2 CPUs, 1 declared GPU)."""
+    import eugo_jupyter as eugo
+    from ray.cluster_utils import Cluster
+
+    _shutdown()
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
+    )
+    cluster.add_node(num_cpus=2, num_gpus=1)
+    cluster.wait_for_nodes()
+    eugo.hpc.init(address=cluster.address)
+    yield cluster
+    _shutdown()
+    cluster.shutdown()
