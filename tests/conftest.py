@@ -50,7 +50,7 @@ def ray_local() -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[object]:
-    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (2 CPUs, 1 declared GPU)."""
+    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared GPU)."""
     import eugo_jupyter as eugo
     from ray.cluster_utils import Cluster
 
@@ -59,7 +59,7 @@ def gpu_cluster() -> Iterator[object]:
         initialize_head=True,
         head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
     )
-    cluster.add_node(num_cpus=2, num_gpus=1)
+    cluster.add_node(num_cpus=4, num_gpus=1)
     cluster.wait_for_nodes()
     eugo.hpc.init(address=cluster.address)
     yield cluster

@@ -1,0 +1,109 @@
+"""Which cluster a fresh process uses: explicit, EUGO_CLUSTER_ADDRESS, RAY_ADDRESS, the active
+record, else an embedded local Ray. Each case runs in a real new Python process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eugo_jupyter import records
+from eugo_jupyter.exceptions import ClusterError
+from eugo_jupyter.hpc._session import resolve_address
+
+PROBE = """
+import json, warnings
+warnings.simplefilter("always")
+import eugo_jupyter as eugo
+@eugo.hpc.distribute
+def one():
+    return 1
+assert eugo.hpc.get(one()) == 1
+info = eugo.hpc.cluster()
+print(json.dumps({"address": info.address, "source": info.source, "embedded": info.embedded,
+                  "nodes": len(info.nodes), "dashboard": info.dashboard_url}))
+"""
+
+
+def _probe(env: dict[str, str], runtime: Path) -> dict[str, Any]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    clean.update(env, JUPYTER_RUNTIME_DIR=str(runtime))
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    assert resolve_address() == (None, "embedded")
+    records.write_record({"id": "dev", "name": "dev", "kind": "local", "address": "10.1.1.1:6379"})
+    records.set_active(records.read_record("dev") or {})
+    assert resolve_address() == ("10.1.1.1:6379", "active cluster 'dev'")
+    monkeypatch.setenv("RAY_ADDRESS", "10.2.2.2:6379")
+    assert resolve_address() == ("10.2.2.2:6379", "RAY_ADDRESS")
+    monkeypatch.setenv("EUGO_CLUSTER_ADDRESS", "10.3.3.3:6379")
+    assert resolve_address() == ("10.3.3.3:6379", "EUGO_CLUSTER_ADDRESS")
+    assert resolve_address("10.4.4.4:6379") == ("10.4.4.4:6379", "explicit")
+    records.delete_record("dev")
+    assert records.active_record() is None
+
+
+def test_records_are_private_and_atomic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    path = records.write_record({"id": "c-1", "name": "x", "kind": "local", "address": "a:1", "created": "1"})
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [r["id"] for r in records.list_records()] == ["c-1"]
+    assert records.read_record("c-1")["version"] == records.RECORD_VERSION  # type: ignore[index]
+    with pytest.raises(ValueError, match="not a cluster id"):
+        records.read_record("../etc/passwd")
+
+
+def test_unreachable_explicit_address_fails_fast() -> None:
+    import eugo_jupyter as eugo
+
+    eugo.hpc.shutdown()
+    with pytest.raises(ClusterError, match="No Ray cluster answers at 127.0.0.1:1"):
+        eugo.hpc.init(address="127.0.0.1:1")
+
+
+def test_embedded_default_and_each_address_source(
+    gpu_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing configured: a private embedded Ray, even though another cluster runs on this machine.
+    embedded = _probe({}, tmp_path)
+    assert embedded["embedded"] and embedded["nodes"] == 1
+    assert embedded["address"] != gpu_cluster.address
+    assert embedded["dashboard"].startswith("http://127.0.0.1:")
+
+    # The cluster marked active in the manager.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    records.set_active({"id": "gpu", "name": "gpu", "address": gpu_cluster.address})
+    active = _probe({}, tmp_path)
+    assert active["source"] == "active cluster 'gpu'" and active["nodes"] == 2
+
+    # RAY_ADDRESS beats the record; EUGO_CLUSTER_ADDRESS beats RAY_ADDRESS.
+    assert _probe({"RAY_ADDRESS": gpu_cluster.address}, tmp_path)["source"] == "RAY_ADDRESS"
+    both = _probe({"EUGO_CLUSTER_ADDRESS": gpu_cluster.address, "RAY_ADDRESS": "127.0.0.1:1"}, tmp_path)
+    assert both["source"] == "EUGO_CLUSTER_ADDRESS" and both["nodes"] == 2
+
+
+def test_dead_active_cluster_falls_back_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    records.set_active({"id": "gone", "name": "gone", "address": "127.0.0.1:1"})
+    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    clean["JUPYTER_RUNTIME_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "No Ray cluster answers at 127.0.0.1:1 (from active cluster 'gone')" in done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["embedded"]
