@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ._raystate import NodeFacts, Snapshot
 
@@ -137,6 +137,11 @@ class WaitingList(list):  # type: ignore[type-arg]
             who = f" ({', '.join(item.functions)})" if item.functions else ""
             lines.append(f"{item.count} x {describe_request(item.request)}{who}: {mark}: {item.reason}")
         return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
     def _repr_html_(self) -> str:
         if not self:
