@@ -8,8 +8,10 @@ open per process, so each fixture shuts down what it started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,9 +50,12 @@ def ray_local() -> Iterator[object]:
     _shutdown()
 
 
-@pytest.fixture(scope="module")
-def gpu_cluster() -> Iterator[object]:
-    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared GPU)."""
+@contextlib.contextmanager
+def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[Any, Any]]:
+    """A head (2 CPUs, no GPU) plus one worker node, connected through eugo.hpc.
+
+    Yields ``(cluster, worker_node)`` (``ray.cluster_utils.Cluster``, so tests can remove the node).
+    """
     import eugo_jupyter as eugo
     from ray.cluster_utils import Cluster
 
@@ -59,9 +64,18 @@ def gpu_cluster() -> Iterator[object]:
         initialize_head=True,
         head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
     )
-    cluster.add_node(num_cpus=4, num_gpus=1)
-    cluster.wait_for_nodes()
-    eugo.hpc.init(address=cluster.address)
-    yield cluster
-    _shutdown()
-    cluster.shutdown()
+    try:
+        worker = cluster.add_node(num_cpus=worker_cpus, num_gpus=worker_gpus)
+        cluster.wait_for_nodes()
+        eugo.hpc.init(address=cluster.address)
+        yield cluster, worker
+    finally:
+        _shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster() -> Iterator[object]:
+    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared GPU)."""
+    with two_node_cluster(worker_cpus=4, worker_gpus=1) as (cluster, _):
+        yield cluster

@@ -9,20 +9,13 @@ import pytest
 
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import GetTimeoutError
+from tests.conftest import two_node_cluster
 
 
 @pytest.fixture(scope="module")
 def shrinking_cluster() -> Iterator[Any]:
-    from ray.cluster_utils import Cluster
-
-    eugo.hpc.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0})
-    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)
-    cluster.wait_for_nodes()
-    eugo.hpc.init(address=cluster.address)
-    yield cluster, gpu_node
-    eugo.hpc.shutdown()
-    cluster.shutdown()
+    with two_node_cluster(worker_cpus=1, worker_gpus=1) as pair:
+        yield pair
 
 
 @eugo.hpc.distribute

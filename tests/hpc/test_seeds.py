@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 import eugo_jupyter as eugo
+from tests.conftest import two_node_cluster
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
 
@@ -99,19 +100,8 @@ print(eugo.hpc.get(check.options(num_gpus=1)()))
 
 @pytest.fixture(scope="module")
 def seed_cluster() -> Iterator[Any]:
-    from ray.cluster_utils import Cluster
-
-    eugo.hpc.shutdown()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
-    )
-    cluster.add_node(num_cpus=8, num_gpus=1)
-    cluster.wait_for_nodes()
-    eugo.hpc.init(address=cluster.address)
-    yield cluster
-    eugo.hpc.shutdown()
-    cluster.shutdown()
+    with two_node_cluster(worker_cpus=8, worker_gpus=1) as (cluster, _):
+        yield cluster
 
 
 def _namespace() -> dict[str, Any]:
