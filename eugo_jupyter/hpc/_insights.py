@@ -132,6 +132,7 @@ def _blocking_too_early(model: Mapping[str, Any]) -> list[dict[str, str]]:
         times.sort()
     cycles: dict[str, int] = defaultdict(int)
     blocked: dict[str, float] = defaultdict(float)
+    involved: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for get in model["gets"]:
         futures = get["futures"]
         if len(futures) != 1 or futures[0] is None:
@@ -145,20 +146,22 @@ def _blocking_too_early(model: Mapping[str, Any]) -> list[dict[str, str]]:
         if bisect.bisect_left(times, get["end"]) < len(times):  # more calls came after it
             cycles[task["function"]] += 1
             blocked[task["function"]] += waited
+            involved[task["function"]].append(task)
     out = []
     cpus = model.get("cluster", {}).get("CPU", 0.0)
     for name, count in cycles.items():
-        mine = [t for t in tasks if t["function"] == name]
         if count < BLOCKING_MIN_CYCLES:
             continue
-        peak = _peak_concurrency(_finished(mine)) if _finished(mine) else 0
+        ran = _finished(involved[name])
+        peak = _peak_concurrency(ran) if ran else 1
+        width = "one at a time" if peak <= 1 else f"at most {peak} at once"
         out.append(
             _finding(
                 "blocking_too_early",
                 name,
                 f"The driver called get on one {name} future at a time and submitted the next "
                 f"call only after each result came back ({count} times, {blocked[name]:.2f} s "
-                f"spent blocked), so at most {peak} of its tasks ran at once on {cpus:g} CPUs.",
+                f"spent blocked), so those calls ran {width} on {cpus:g} CPUs.",
                 f"Submit every call first, then get the results together: "
                 f"futures = [{name}(x) for x in items]; results = eugo.hpc.get(futures) "
                 f"(or eugo.hpc.map({name}, items)).",
@@ -179,7 +182,7 @@ def _tiny_tasks(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             _finding(
                 "tiny_tasks",
                 name,
-                f"{row['finished']} tasks of {name} ran a median of {median * 1e3:.2f} ms each; "
+                f"{row['finished']} tasks of {name} ran a median of {median * 1e3:.3g} ms each; "
                 f"sending a task and its result back costs about a millisecond, so overhead "
                 f"rivals the work ({row['busy_s']:.2f} s of task bodies took "
                 f"{row['span_s']:.2f} s, {speed} speedup).",

@@ -31,8 +31,9 @@ __all__ = ["map"]
 
 R = TypeVar("R")
 
-#: Seconds of work each batch aims for: long enough that ~1 ms of overhead is a few percent.
-TARGET_S = 0.03
+#: Seconds of work each batch aims for: long enough that a few ms of overhead (more on a busy
+#: machine) stays a small share, short enough to balance the load.
+TARGET_S = 0.05
 #: Batches per slot kept in flight (submitted but not collected).
 IN_FLIGHT_PER_SLOT = 3
 #: A bar appears after this many seconds when ``progress`` is None in a notebook.

@@ -369,8 +369,17 @@ class Report:
         return {"summary": self.summary, "functions": self.functions, "findings": self.findings}
 
     def timeline(self) -> Any:
-        """A matplotlib figure: one row per worker, one bar per task, coloured by function."""
-        from matplotlib.figure import Figure
+        """A matplotlib figure: one row per worker, one bar per task, coloured by function.
+
+        It shows itself in a notebook without pyplot; ``fig.savefig("run.png")`` saves it.
+        """
+        from matplotlib.figure import Figure as _Base
+
+        class Figure(_Base):  # type: ignore[misc,valid-type]
+            def _repr_png_(self) -> bytes:
+                buffer = io.BytesIO()
+                self.savefig(buffer, format="png", dpi=80)
+                return buffer.getvalue()
 
         tasks = [t for t in self.model["tasks"] if t["start"] is not None]
         workers = sorted({t["worker"] for t in tasks})
