@@ -9,6 +9,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
+     +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
@@ -25,6 +26,7 @@ __all__ = [
     "GetTimeoutError",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
+    "MapItemError",
     "OptionsError",
     "SerializationError",
 ]
@@ -55,6 +57,22 @@ class GetTimeoutError(EugoError, TimeoutError):
 
     The message carries the diagnosis of what the unfinished work is waiting for.
     """
+
+
+class MapItemError(EugoError, RuntimeError):
+    """``eugo.hpc.map`` stopped because the function failed on one item.
+
+    ``index`` is the item's position in the input, ``item_repr`` a short repr of it, and the
+    original exception (when it could travel back from the worker) is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, index: int | None = None, item_repr: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.item_repr = item_repr
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.index, self.item_repr))
 
 
 class EugoWarning(UserWarning):

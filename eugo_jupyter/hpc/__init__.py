@@ -12,6 +12,8 @@ from ._cluster import ClusterInfo, cluster, waiting
 from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
+from ._map import map
+from ._profile import Report, Run, profile
 from ._session import Connection, init, shutdown
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "Connection",
     "DistributedClass",
     "DistributedFunction",
+    "Report",
+    "Run",
     "Waiting",
     "WaitingList",
     "as_completed",
@@ -29,6 +33,8 @@ __all__ = [
     "distribute",
     "get",
     "init",
+    "map",
+    "profile",
     "put",
     "shutdown",
     "wait",

@@ -19,6 +19,10 @@ __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"
 
 T = TypeVar("T")
 
+#: The active run recorder (``eugo.hpc.profile()``), else None. Checked once per call so that
+#: submitting costs nothing extra when no profile is recording.
+_recorder: Any = None
+
 
 def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
     """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
@@ -95,7 +99,11 @@ class DistributedFunction:
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
         try:
-            refs = remote.remote(*args, **kwargs)
+            if _recorder is None:
+                refs = remote.remote(*args, **kwargs)
+            else:
+                refs = _recorder.submit(submitter.name, self._fn, submitter.options,
+                                        submitter.request, args, kwargs)
         except Exception as exc:
             _submission_failed(self._fn, args, kwargs, exc)
             raise

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _session, _submissions
+from . import _checks, _distribute, _session, _submissions
 from ._feasibility import describe_request, fix_for, infeasible_reason
 from ._progress import in_notebook, make_bar
 
@@ -75,6 +75,8 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     _session.ensure()
     refs, many = _as_list(futures)
     show = progress if progress is not None else in_notebook()
+    recorder = _distribute._recorder
+    began = time.time() if recorder is not None else 0.0
     try:
         if many and show and len(refs) > 1:
             _wait_with_bar(refs, timeout)
@@ -83,6 +85,9 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
         raise _timeout_error(pending, len(refs), timeout) from None
+    finally:
+        if recorder is not None:
+            recorder.got(refs, began, time.time())
 
 
 def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:

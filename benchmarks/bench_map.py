@@ -1,0 +1,112 @@
+"""eugo.hpc.map against one Ray task per item, multiprocessing.Pool.map and a plain loop.
+
+One run, ratios in the same run, a printed table. Usage: python benchmarks/bench_map.py
+
+1. 100,000 tiny items (about 10 microseconds of CPU each). One Ray task per item is measured
+   on a 5,000-item subset and scaled to 100,000 (it would take about a minute on 2 CPUs).
+2. 200 items of about 20 ms of CPU work: speedup over the plain loop on 2 CPUs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+
+import ray
+from ray import cloudpickle
+
+import eugo_jupyter as eugo
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def spin(seconds: float) -> float:
+    """Burn this much CPU time (not wall time: on a busy machine a slice still costs the same)."""
+    end = time.thread_time() + seconds
+    n = 0
+    while time.thread_time() < end:
+        n += 1
+    return seconds
+
+
+def tiny(x: int) -> int:
+    return int(spin(10e-6)) + x
+
+
+def chunky(x: int) -> int:
+    return int(spin(20e-3)) + x
+
+
+def cold_pool_map(cpus: int, items: list) -> list:
+    pool = multiprocessing.get_context("fork").Pool(cpus)
+    try:
+        return pool.map(tiny, items)
+    finally:
+        pool.close()  # close+join, not terminate: the children carry Ray's SIGTERM handler
+        pool.join()
+
+
+def timed(label: str, fn, rows: list) -> float:  # type: ignore[no-untyped-def]
+    began = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - began
+    rows.append((label, seconds))
+    return seconds
+
+
+def main() -> None:
+    cpus = 2
+    load = os.getloadavg()
+    eugo.hpc.init(num_cpus=cpus)
+    eugo.hpc.map(tiny, range(1000))  # workers up and the function cached, as in a warm session
+    n = 100_000
+    items = list(range(n))
+    rows: list[tuple[str, float]] = []
+
+    loop = timed("plain loop", lambda: [tiny(x) for x in items], rows)
+    mapped = timed("eugo.hpc.map", lambda: eugo.hpc.map(tiny, items), rows)
+    pool = multiprocessing.get_context("fork").Pool(cpus)
+    pool.map(tiny, range(cpus * 4))  # processes started
+    pool_s = timed("Pool.map (warm pool, default chunks)", lambda: pool.map(tiny, items), rows)
+    pool.close()
+    pool.join()
+    cold_pool_s = timed(
+        "Pool.map (incl. starting the pool)",
+        lambda: cold_pool_map(cpus, items),
+        rows,
+    )
+    remote = ray.remote(tiny)
+    subset = 5_000
+    began = time.perf_counter()
+    ray.get([remote.remote(x) for x in range(subset)])
+    per_task = (time.perf_counter() - began) / subset
+    rows.append((f"one Ray task per item (from {subset:,}, scaled)", per_task * n))
+
+    print(f"load average before the run: {load[0]:.1f} (1 min) on {os.cpu_count()} cores")
+    print(f"\n100,000 items of ~10 µs on {cpus} CPUs")
+    print(f"{'way':48} {'seconds':>9} {'map is x faster':>16}")
+    for label, seconds in rows:
+        print(f"{label:48} {seconds:9.3f} {seconds / mapped:16.1f}")
+
+    m = 200
+    rows2: list[tuple[str, float]] = []
+    loop2 = timed("plain loop", lambda: [chunky(x) for x in range(m)], rows2)
+    map2 = timed("eugo.hpc.map", lambda: eugo.hpc.map(chunky, range(m)), rows2)
+    print(f"\n200 items of ~20 ms CPU on {cpus} CPUs")
+    print(f"{'way':48} {'seconds':>9} {'speedup':>16}")
+    for label, seconds in rows2:
+        print(f"{label:48} {seconds:9.3f} {loop2 / seconds:16.2f}")
+
+    print("\nratios")
+    print(f"map vs one Ray task per item: {per_task * n / mapped:.0f}x faster (target >= 50)")
+    print(f"map vs Pool.map warm pool:    {pool_s / mapped:.2f}x (target >= 1)")
+    print(f"map vs Pool.map incl. start:  {cold_pool_s / mapped:.2f}x")
+    print(f"map vs plain loop (tiny):     {loop / mapped:.2f}x")
+    print(f"map vs plain loop (20 ms):    {loop2 / map2:.2f}x speedup (target >= 1.8)")
+    eugo.hpc.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""eugo.hpc.profile on a real 2-CPU Ray: each pitfall's workload raises its finding, clean ones none.
+
+Workloads use sleeps with wide ratios (a straggler 15x its peers, blocking gets that wait for the
+whole task) so that a busy shared machine does not change the verdicts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from ray import cloudpickle
+
+import eugo_jupyter as eugo
+from eugo_jupyter.hpc import _distribute
+from eugo_jupyter.hpc._insights import analyze
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@eugo.hpc.distribute
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@eugo.hpc.distribute
+def noop(x: int) -> int:
+    return x
+
+
+@eugo.hpc.distribute
+def total(table, i: int) -> float:  # type: ignore[no-untyped-def]
+    return float(table[i])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ray(ray_local):  # type: ignore[no-untyped-def]
+    eugo.hpc.get([nap(0.2), nap(0.2)])  # both workers up before anything is timed
+    yield
+
+
+def kinds_of(run) -> set[str]:  # type: ignore[no-untyped-def]
+    return run.report().kinds()
+
+
+def test_blocking_on_each_future_in_a_submitting_loop_is_found() -> None:
+    with eugo.hpc.profile() as run:
+        results = [eugo.hpc.get(nap(0.2)) for _ in range(5)]
+    assert results == [0.2] * 5
+    report = run.report()
+    (finding,) = [f for f in report.findings if f["kind"] == "blocking_too_early"]
+    assert finding["function"] == "nap"
+    assert "one nap future at a time" in finding["message"]
+    assert "eugo.hpc.get(futures)" in finding["fix"]
+
+
+def test_submitting_first_then_getting_is_not_blocking_too_early() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.2) for _ in range(6)])
+        futures = [nap(0.2) for _ in range(6)]
+        one_by_one = [eugo.hpc.get(f) for f in futures]  # one at a time, but nothing submitted after
+    assert one_by_one == [0.2] * 6
+    assert "blocking_too_early" not in kinds_of(run)
+
+
+def test_tiny_tasks_are_found_and_map_is_suggested() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([noop(i) for i in range(200)])
+    report = run.report()
+    (finding,) = [f for f in report.findings if f["kind"] == "tiny_tasks"]
+    assert finding["function"] == "noop"
+    assert "eugo.hpc.map(noop, items)" in finding["fix"]
+
+
+def test_a_clean_fan_out_has_no_findings() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.1) for _ in range(16)])
+    report = run.report()
+    assert report.findings == []
+    (row,) = report.functions
+    assert row["tasks"] == 16 and row["finished"] == 16
+    assert row["speedup"] > 1.0  # two workers overlapped: a ratio, not a clock bound
+    assert row["workers"] == 2
+
+
+def test_a_straggler_at_the_end_is_found() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.1) for _ in range(10)] + [nap(1.5)])
+    report = run.report()
+    (finding,) = [f for f in report.findings if f["kind"] == "straggler"]
+    assert finding["function"] == "nap"
+    assert finding["message"].startswith("nap(1.5) took")
+    assert "waited" in finding["message"]  # it held up the end of the run
+
+
+def test_a_long_tail_of_too_few_tasks_is_found() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.8) for _ in range(3)])  # 2 CPUs: the third runs alone
+    report = run.report()
+    assert "long_tail" in report.kinds()
+    assert "straggler" not in report.kinds()
+
+
+def test_the_same_large_argument_in_many_calls_is_found() -> None:
+    np = pytest.importorskip("numpy")
+    table = np.ones(1_000_000)  # 8 MB
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([total(table, i) for i in range(4)])
+    report = run.report()
+    (finding,) = [f for f in report.findings if f["kind"] == "large_argument"]
+    assert finding["function"] == "total"
+    assert "'table'" in finding["message"] and "4 calls" in finding["message"]
+    assert "eugo.hpc.put(table)" in finding["fix"]
+
+
+def test_a_put_large_argument_is_not_flagged() -> None:
+    np = pytest.importorskip("numpy")
+    table = eugo.hpc.put(np.ones(1_000_000))
+    small = [np.ones(10) for _ in range(4)]
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([total(table, i) for i in range(4)] + [total(s, 0) for s in small])
+    assert "large_argument" not in kinds_of(run)
+    assert max(r["arg_bytes_max"] for r in run.report().functions) < 10_000
+
+
+def test_gpu_requests_that_never_used_the_device_come_from_the_audit() -> None:
+    # No GPU exists here: the audit's records are given as the GPU audit would produce them.
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.05) for _ in range(2)])
+    audit = [
+        {"function": "train", "requested_gpus": 1, "used_gpu": False, "seconds": 2.0},
+        {"function": "train", "requested_gpus": 1, "used_gpu": False, "seconds": 2.0},
+        {"function": "infer", "requested_gpus": 0.5, "used_gpu": True, "seconds": 1.0},
+        {"function": "prep", "requested_gpus": 0, "used_gpu": False, "seconds": 1.0},
+    ]
+    report = run.report(gpu_audit=audit)
+    gpu = [f for f in report.findings if f["kind"] == "gpu_unused"]
+    assert [f["function"] for f in gpu] == ["train"]
+    assert "2 of 2 calls of train asked for 1 GPU" in gpu[0]["message"]
+    assert "num_gpus=0" in gpu[0]["fix"]
+
+
+def test_report_renders_tables_and_a_timeline() -> None:
+    pytest.importorskip("matplotlib")
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get([nap(0.1) for _ in range(4)] + [noop(i) for i in range(30)])
+    report = run.report()
+    page = report._repr_html_()
+    assert "<table class='eugo-profile'>" in page
+    assert "tiny_tasks" in page  # the findings table
+    assert "data:image/png;base64," in page
+    figure = report.timeline()
+    (axes,) = figure.axes
+    assert len(axes.get_yticklabels()) == 2  # one row per worker process
+    assert {t["function"] for t in report.model["tasks"]} == {"nap", "noop"}
+    assert all(t["worker"] and t["end"] >= t["start"] for t in report.model["tasks"])
+    assert set(report.to_dict()) == {"summary", "functions", "findings"}
+
+
+def test_nothing_is_recorded_outside_the_block() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.get(noop(1))
+    assert _distribute._recorder is None
+    eugo.hpc.get([noop(i) for i in range(5)])
+    assert len(run.model()["tasks"]) == 1
+    assert len(run.model()["gets"]) == 1
+
+
+def test_profiles_do_not_nest() -> None:
+    with eugo.hpc.profile():
+        with pytest.raises(RuntimeError, match="already recording"):
+            with eugo.hpc.profile():
+                pass
+
+
+def test_failed_tasks_are_counted() -> None:
+    @eugo.hpc.distribute
+    def boom(x: int) -> int:
+        raise ValueError(x)
+
+    with eugo.hpc.profile() as run:
+        futures = [boom(i) for i in range(3)]
+        with pytest.raises(Exception):
+            eugo.hpc.get(futures)
+    (row,) = run.report().functions
+    assert row["tasks"] == 3 and row["failed"] == 3
+
+
+def test_analysis_of_an_empty_model() -> None:
+    result = analyze({"duration": 0.0, "cluster": {"CPU": 2.0}, "tasks": [], "gets": []})
+    assert result["findings"] == [] and result["functions"] == []
