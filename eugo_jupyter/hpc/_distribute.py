@@ -19,6 +19,10 @@ __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"
 
 T = TypeVar("T")
 
+#: Set only while ``eugo.gpu.audit()`` is active: submits calls that request GPUs in its place,
+#: so it can measure them. ``None`` otherwise, which costs each call one global lookup.
+_audit_hook: Callable[[Callable[..., Any], "_Submitter", tuple, dict], Any] | None = None
+
 
 def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
     """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
@@ -95,7 +99,10 @@ class DistributedFunction:
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
         try:
-            refs = remote.remote(*args, **kwargs)
+            if _audit_hook is not None and "GPU" in submitter.request:
+                refs = _audit_hook(self._fn, submitter, args, kwargs)
+            else:
+                refs = remote.remote(*args, **kwargs)
         except Exception as exc:
             _submission_failed(self._fn, args, kwargs, exc)
             raise
