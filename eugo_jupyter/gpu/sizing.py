@@ -171,7 +171,7 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
         per_gpu = math.floor(1 / explicit + 1e-9)
         warnings.warn(
             f"num_gpus={explicit!r} lets {per_gpu} tasks share one GPU, but {per_gpu} x "
-            f"{_human(memory)} is more than the smallest GPU that fits one holds "
+            f"{value} is more than the smallest GPU that fits one holds "
             f"({_human(min(t for t in totals if t >= memory))}): they will run out of memory. "
             f"Use num_gpus={fraction:g} (sized from gpu_memory={value!r}).",
             EugoWarning,

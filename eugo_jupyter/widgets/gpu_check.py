@@ -74,8 +74,8 @@ class GPUCheck(widgets.VBox):
         self.refresh_nodes()
         self.num_gpus = num_gpus
         self.node = node
-        widgets.link((self._gpus, "value"), (self, "num_gpus"))
-        widgets.link((self._nodes, "value"), (self, "node"))
+        widgets.link((self, "num_gpus"), (self._gpus, "value"))
+        widgets.link((self, "node"), (self._nodes, "value"))
         self._button.on_click(lambda _: self.verify())
 
     def __repr__(self) -> str:
@@ -97,8 +97,8 @@ class GPUCheck(widgets.VBox):
             found = []
         current = self._nodes.value
         self._nodes.options = [(ALL_GPU_NODES, ALL_GPU_NODES), *found]
-        if current in [v for _, v in self._nodes.options]:
-            self._nodes.value = current
+        known = [v for _, v in self._nodes.options]
+        self._nodes.value = current if current in known else ALL_GPU_NODES
 
     def verify(self) -> None:
         """What the Verify button does: start the probes in the background (no-op if running)."""
