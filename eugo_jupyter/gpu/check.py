@@ -139,7 +139,9 @@ def _probe_remote() -> Any:
     return _remote_probe
 
 
-def _prepare(num_gpus: float, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+def _prepare(num_gpus: float | None, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    if num_gpus is None:  # one GPU, unless gpu_memory= sizes the fraction
+        num_gpus = None if options.get("gpu_memory") is not None else 1
     validated = validate_options({"num_gpus": num_gpus, **options}, "task")
     return validated, request_of(validated, "task")
 
@@ -195,7 +197,7 @@ def _finish(pending: list[Any], validated: dict[str, Any], timeout: float) -> li
 
 
 def check(
-    num_gpus: float = 1,
+    num_gpus: float | None = 1,
     *,
     local: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
@@ -205,7 +207,7 @@ def check(
     """Run a probe with these resources and report whether it really ran on a GPU.
 
     ``num_gpus`` and ``options`` are what a call would pass to ``.options()`` (fractions
-    included, ``gpu_memory="6GB"`` too); ``node`` pins the probe to one node (an id or its
+    included; ``check(None, gpu_memory="6GB")`` sizes the fraction from memory); ``node`` pins the probe to one node (an id or its
     prefix). ``local=True`` probes this kernel's own process instead, without Ray. The report
     is a mapping (``report["cuda"]``, ``report["device"]``...) with ``.ok`` and ``.verdict``.
 
@@ -215,13 +217,13 @@ def check(
     'ran on NVIDIA H200 (GPU 0)'
     """
     if local:
-        return GPUReport(probe(requested_gpus=num_gpus, scope="kernel"), {"local": True})
+        return GPUReport(probe(requested_gpus=num_gpus or 0, scope="kernel"), {"local": True})
     validated, request = _prepare(num_gpus, options)
     return _finish([_start(validated, request, node)], validated, timeout)[0]
 
 
 def check_nodes(
-    num_gpus: float = 1,
+    num_gpus: float | None = 1,
     nodes: list[str] | None = None,
     *,
     timeout: float = DEFAULT_TIMEOUT,

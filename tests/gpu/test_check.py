@@ -96,3 +96,5 @@ def test_gpu_memory_cannot_be_sized_without_nvml_on_the_gpu_node(gpu_cluster: ob
         f.options(gpu_memory="6GB")
     with pytest.raises(OptionsError, match=r"gpu_memory='six' is not allowed"):
         f.options(gpu_memory="six")
+    with pytest.raises(OptionsError, match="cannot be sized"):
+        eugo.check(None, gpu_memory="6GB")
