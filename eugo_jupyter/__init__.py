@@ -28,6 +28,8 @@ def __getattr__(name: str) -> Any:
     # Lazy: heavy or Jupyter-only parts load on first access.
     import importlib
 
-    if name in {"exceptions", "records"}:
+    if name in {"exceptions", "records", "gpu"}:
         return importlib.import_module(f".{name}", __name__)
+    if name == "check":
+        return importlib.import_module(".gpu", __name__).check
     raise AttributeError(f"module 'eugo_jupyter' has no attribute {name!r}")

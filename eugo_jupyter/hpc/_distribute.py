@@ -22,6 +22,9 @@ T = TypeVar("T")
 #: The active run recorder (``eugo.hpc.profile()``), else None. Checked once per call so that
 #: submitting costs nothing extra when no profile is recording.
 _recorder: Any = None
+#: Set only while ``eugo.gpu.audit()`` is active: submits calls that request GPUs in its place,
+#: so it can measure them. ``None`` otherwise, which costs each call one global lookup.
+_audit_hook: Callable[[Callable[..., Any], "_Submitter", tuple, dict], Any] | None = None
 
 
 def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
@@ -99,11 +102,16 @@ class DistributedFunction:
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
         try:
-            if _recorder is None:
-                refs = remote.remote(*args, **kwargs)
+            if _audit_hook is not None and "GPU" in submitter.request:
+                # The audit measures GPU calls; a profile running at the same time sees them
+                # through the audit's records instead of its own timing.
+                refs = _audit_hook(self._fn, submitter, args, kwargs)
+            elif _recorder is not None:
+                refs = _recorder.submit(
+                    submitter.name, self._fn, submitter.options, submitter.request, args, kwargs
+                )
             else:
-                refs = _recorder.submit(submitter.name, self._fn, submitter.options,
-                                        submitter.request, args, kwargs)
+                refs = remote.remote(*args, **kwargs)
         except Exception as exc:
             _submission_failed(self._fn, args, kwargs, exc)
             raise

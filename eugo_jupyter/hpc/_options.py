@@ -215,6 +215,10 @@ def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str
     {'num_cpus': 4, 'num_gpus': 0.25, 'memory': 1073741824}
     """
     allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
+    if "gpu_memory" in options:  # becomes num_gpus, sized on the cluster's GPUs (gpu/sizing.py)
+        from ..gpu.sizing import options_for_gpu_memory
+
+        options = options_for_gpu_memory(options)
     checked: dict[str, Any] = {}
     for key, value in options.items():
         if key not in allowed:
