@@ -245,7 +245,11 @@ class DistributedClass:
     def options(self, **options: Any) -> Callable[..., ActorProxy]:
         """Per-actor resources: ``Counter.options(num_cpus=1)()``."""
         merged = {**self._defaults, **validate_options(options, "actor")}
-        return functools.partial(self._create, merged)
+
+        def create(*args: Any, **kwargs: Any) -> ActorProxy:
+            return self._create(merged, args, kwargs)
+
+        return create
 
 
 @overload
