@@ -178,6 +178,8 @@ class EugoMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self._pending: dict[bytes, _Pending] = {}
+        #: The last cell submitted (its futures), for inspection.
+        self.last_run: _cells.CellRun | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
@@ -339,10 +341,14 @@ class EugoMagics(Magics):
         except (SerializationError, TypeError, ValueError, AttributeError) as exc:
             self._check_picklable(inputs, exc)
             raise
+        self.last_run = run
 
         if args.no_block:
             return self._start_no_block(run, args.out, label, set(inputs))
-        return self._wait(run, args.timeout, set(inputs))
+        value = self._wait(run, args.timeout, set(inputs))
+        if plan.has_value and self.shell.displayhook.semicolon_at_end_of_expression(cell):
+            return None  # a trailing ';' silences the output, as in a normal cell
+        return value
 
     def _wait(self, run: _cells.CellRun, timeout: float | None, inputs: set[str]) -> Any:
         __tracebackhide__ = True  # noqa: F841

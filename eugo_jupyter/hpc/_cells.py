@@ -471,9 +471,14 @@ class CellRun:
                 time.sleep(0.02)
 
     def cancel(self) -> None:
+        """Stop the cell's task: a queued one never starts, a running one's worker is ended.
+
+        Ray 2.60 ignores a polite cancel for a task with two results, so this is the forced one
+        (``eugo.hpc.cancel(fut, force=True)`` does the same for a ``--no-block`` future).
+        """
         import ray
 
-        ray.cancel(self.value_ref, recursive=True)
+        ray.cancel(self.value_ref, force=True, recursive=True)
 
 
 def submit_cell(
@@ -496,7 +501,7 @@ def submit_cell(
         "assigned": plan.assigned,
     }
     hub = _output_hub()
-    call = _cell_function().options(name=label, **options)
+    call = _cell_function().options(**{"name": label, **options})
     value_ref, payload_ref = call(spec, inputs, hub)
     return CellRun(value_ref, payload_ref, cell_id, hub)
 
