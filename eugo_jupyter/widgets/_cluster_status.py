@@ -79,9 +79,11 @@ class ClusterStatus(widgets.VBox):
 
     def close(self) -> None:
         """Stop refreshing and close the widget."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+        if hasattr(self, "_stop"):  # also called from __del__ of a half-built widget
+            self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

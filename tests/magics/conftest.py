@@ -27,9 +27,9 @@ class Ran:
 
 @pytest.fixture(scope="module")
 def shell() -> Iterator[Any]:
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing.globalipapp import get_ipython
 
-    ip = start_ipython()
+    ip = get_ipython()  # one shell per process, as in a kernel
     ip.reset(new_session=False)
     ip.run_line_magic("load_ext", "eugo_jupyter")
     yield ip
