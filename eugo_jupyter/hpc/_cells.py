@@ -253,17 +253,23 @@ class OutputHub:
 class _Sink:
     """Collects a task's output and sends it to the hub every FLUSH_INTERVAL seconds."""
 
-    def __init__(self, hub: Any, cell_id: str) -> None:
-        self._hub, self._cell_id = hub, cell_id
+    def __init__(self, hub_name: str | None, cell_id: str) -> None:
+        self._hub_name, self._cell_id = hub_name, cell_id
+        self._hub: Any = None
         self._lock = threading.Lock()
         self._chunks: Chunks = []
         self.sent = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="eugo-cell-output", daemon=True)
-        if hub is not None:
-            self._thread.start()
+        self._thread: threading.Thread | None = None
 
     def add(self, stream: str, text: str) -> None:
+        if self._thread is None and self._hub_name is not None:
+            # Found and started on the first print: a quiet cell pays for neither.
+            import ray
+
+            self._hub = ray.get_actor(self._hub_name)
+            self._thread = threading.Thread(target=self._loop, name="eugo-cell-output", daemon=True)
+            self._thread.start()
         with self._lock:
             if self._chunks and self._chunks[-1][0] == stream:
                 self._chunks[-1] = (stream, self._chunks[-1][1] + text)
@@ -285,7 +291,7 @@ class _Sink:
     def close(self) -> Chunks:
         """Stop sending; what is left is returned with the result (the tail)."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None:
             self._thread.join()
         return self._take()
 
@@ -357,7 +363,7 @@ def _cell_frames(tb: Any, filename: str) -> list[tuple[str, int, str]]:
     return frames
 
 
-def notebook_cell(spec: dict[str, Any], inputs: dict[str, Any], hub: Any) -> tuple[Any, dict[str, Any]]:
+def notebook_cell(spec: dict[str, Any], inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Run one cell's code on a worker: returns (value of the last expression, payload).
 
     ``spec`` holds the padded source, its filename, the names to send back and ``has_value``;
@@ -365,7 +371,7 @@ def notebook_cell(spec: dict[str, Any], inputs: dict[str, Any], hub: Any) -> tup
     """
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     ns.update(inputs)
-    sink = _Sink(hub, spec["cell_id"])
+    sink = _Sink(spec.get("hub"), spec["cell_id"])
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Stream(sink, "stdout"), _Stream(sink, "stderr")
     value = None
@@ -409,18 +415,20 @@ def notebook_cell(spec: dict[str, Any], inputs: dict[str, Any], hub: Any) -> tup
 # --------------------------------------------------------------------------- driver side
 
 _hub: Any = None
+_hub_name = ""
 _hub_generation = -1
 _function: Any = None
 
 
 def _output_hub() -> Any:
     """The session's hub actor, started on first use and again after a reconnect."""
-    global _hub, _hub_generation
+    global _hub, _hub_name, _hub_generation
     from . import _session
     from ._distribute import distribute
 
     if _hub is None or _hub_generation != _session.generation:
-        _hub = distribute(OutputHub).options(num_cpus=0, name=f"eugo-output-{uuid.uuid4().hex[:8]}")().handle
+        _hub_name = f"eugo-output-{uuid.uuid4().hex[:8]}"
+        _hub = distribute(OutputHub).options(num_cpus=0, name=_hub_name)().handle
         _hub_generation = _session.generation
     return _hub
 
@@ -501,8 +509,9 @@ def submit_cell(
         "assigned": plan.assigned,
     }
     hub = _output_hub()
+    spec["hub"] = _hub_name  # looked up by name on the first print, not shipped with each cell
     call = _cell_function().options(**{"name": label, **options})
-    value_ref, payload_ref = call(spec, inputs, hub)
+    value_ref, payload_ref = call(spec, inputs)
     return CellRun(value_ref, payload_ref, cell_id, hub)
 
 
