@@ -457,8 +457,13 @@ class EugoMagics(Magics):
             else:
                 keys = {r.binary() for r in refs if hasattr(r, "binary")}
                 candidates = [p for k, p in self._pending.items() if k in keys]
-            finished = [p for p in candidates if p.run.ready(0)]
-            for p in finished:
+            finished, lost = [], []
+            for p in candidates:
+                try:
+                    (finished if p.run.ready(0) else []).append(p)
+                except Exception:  # noqa: BLE001 - its cluster is gone (shutdown, reconnect)
+                    lost.append(p)
+            for p in [*finished, *lost]:
                 self._pending.pop(p.run.value_ref.binary(), None)
         for p in finished:
             inputs = p.inputs
@@ -481,7 +486,10 @@ class EugoMagics(Magics):
 
     def _pre_run_cell(self, info: Any = None) -> None:
         if self._pending:
-            self.bind_finished()
+            try:
+                self.bind_finished()
+            except Exception as exc:  # noqa: BLE001 - never block the user's next cell
+                print(f"eugo: could not bind a --no-block cell's names: {exc}", file=sys.stderr)
 
     def _after_get(self, refs: list[Any]) -> None:
         if self._pending:
