@@ -28,8 +28,18 @@ def __getattr__(name: str) -> Any:
     # Lazy: heavy or Jupyter-only parts load on first access.
     import importlib
 
-    if name in {"exceptions", "records", "gpu"}:
+    if name in {"exceptions", "gpu", "magics", "records", "widgets"}:
         return importlib.import_module(f".{name}", __name__)
     if name == "check":
         return importlib.import_module(".gpu", __name__).check
     raise AttributeError(f"module 'eugo_jupyter' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext eugo_jupyter``: registers ``%%distribute`` and ``%eugo``, binds ``eugo``.
+
+    Loading twice is harmless.
+    """
+    from .magics import load
+
+    load(ipython)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
 from . import _checks, _distribute, _session, _submissions
@@ -15,6 +15,10 @@ __all__ = ["as_completed", "cancel", "get", "put", "wait"]
 
 #: A bar appears only once a wait has lasted this long (seconds).
 PROGRESS_AFTER = 2.0
+
+#: Called with the list of futures after ``get`` returned their values; the cell magics bind the
+#: names of a finished ``%%distribute --no-block`` cell here.
+get_hooks: list[Callable[[list[Any]], None]] = []
 
 
 def _as_list(futures: Any) -> tuple[list[Any], bool]:
@@ -80,7 +84,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     try:
         if many and show and len(refs) > 1:
             _wait_with_bar(refs, timeout)
-        return ray.get(refs if many else refs[0], timeout=timeout)
+        values = ray.get(refs if many else refs[0], timeout=timeout)
     except RayGetTimeoutError:
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
@@ -88,6 +92,9 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
+    for hook in get_hooks:
+        hook(refs)
+    return values
 
 
 def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
