@@ -556,15 +556,8 @@ class EugoMagics(Magics):
         )
 
     def _eugo_check(self, args: Any) -> Any:
-        try:
-            from .gpu import check
-        except ImportError as exc:
-            print(
-                f"The GPU check is not available in this installation ({exc}). "
-                "Install eugo_jupyter with its GPU check to use %eugo check.",
-                file=sys.stderr,
-            )
-            return None
+        from .gpu import check
+
         options = self._options(args)
         num_gpus = options.pop("num_gpus", 1)
         return check(num_gpus=num_gpus, **options)

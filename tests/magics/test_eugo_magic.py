@@ -59,3 +59,12 @@ def test_bad_usage_says_what_to_type(run: Any, line: str, says: str) -> None:
     ran = run(line + "\n")
     assert isinstance(ran.result.error_in_exec, UsageError), ran.text
     assert says in ran.text
+
+
+def test_check_tells_the_truth_on_a_cluster_without_gpus(ray_local: Any, run: Any) -> None:
+    ran = run("%eugo check\n")
+    assert ran.result.success, ran.text
+    report = ran.result.result
+    assert report.ok is False and report["cuda"] is False
+    assert "no node in this cluster has a GPU" in report.verdict
+    assert "FAIL" in report._repr_html_().upper()
