@@ -41,7 +41,7 @@ from .hpc import _cells, _checks, _futures, _options
 __all__ = ["EugoMagics", "load"]
 
 _CELL_FLAGS = (
-    "--num-cpus N, --num-gpus F, --memory M, --options W, --name NAME, --timeout S, "
+    "--num-cpus N, --num-gpus F, --memory M, --gpu-memory M, --options W, --name NAME, --timeout S, "
     "--no-block --out VAR"
 )
 _EUGO_COMMANDS = ("status", "connect", "options", "check")
@@ -68,6 +68,10 @@ resource_flags = _stack(
         help="GPUs: a fraction below 1 (0.25, 0.5) shares one GPU, or whole GPUs (1, 2).",
     ),
     argument("--memory", metavar="M", help='Memory to reserve: bytes or "4GB", "512MiB".'),
+    argument(
+        "--gpu-memory", metavar="M",
+        help='GPU memory one call needs ("6GB"): sized into a num_gpus fraction of the cluster\'s GPUs.',
+    ),
     argument(
         "--options", metavar="W",
         help="A ResourceOptions widget or a dict from the notebook; the flags above win over it.",
@@ -213,7 +217,7 @@ class EugoMagics(Magics):
                     "ResourceOptions widget (eugo.widgets.ResourceOptions()) or a dict of options."
                 )
             options.update(value)
-        for key in ("num_cpus", "num_gpus", "memory"):
+        for key in ("num_cpus", "num_gpus", "memory", "gpu_memory"):
             flag = getattr(args, key, None)
             if flag is not None:
                 options[key] = int(flag) if isinstance(flag, float) and flag.is_integer() else flag
@@ -518,7 +522,7 @@ class EugoMagics(Magics):
             raise UsageError("%eugo connect needs an address: %eugo connect 10.0.0.5:6379.")
         if command != "connect" and args.address:
             raise UsageError(f"%eugo {command} takes no address ({args.address!r}). {usage}")
-        flags = any(getattr(args, k) is not None for k in ("num_cpus", "num_gpus", "memory", "options"))
+        flags = any(getattr(args, k) is not None for k in ("num_cpus", "num_gpus", "memory", "gpu_memory", "options"))
         if flags and command not in ("options", "check"):
             raise UsageError(f"Resource flags go with %eugo options or %eugo check, not %eugo {command}.")
         try:

@@ -68,3 +68,12 @@ def test_check_tells_the_truth_on_a_cluster_without_gpus(ray_local: Any, run: An
     assert report.ok is False and report["cuda"] is False
     assert "no node in this cluster has a GPU" in report.verdict
     assert "FAIL" in report._repr_html_().upper()
+
+
+def test_gpu_memory_flag_is_sized_on_the_clusters_gpus(ray_local: Any, run: Any) -> None:
+    # No GPU on this cluster: sizing refuses with the fix, before anything is submitted.
+    ran = run("%%distribute --gpu-memory 6GB\nx = 1\n")
+    assert isinstance(ran.result.error_in_exec, UsageError), ran.text
+    assert "gpu_memory='6GB' needs a GPU node" in str(ran.result.error_in_exec)
+    ran = run("%eugo options --gpu-memory lots\n")
+    assert "gpu_memory='lots' is not allowed" in str(ran.result.error_in_exec)
