@@ -6,7 +6,7 @@ import * as React from 'react';
 import { ILaunchRequest, INodeSpec, Lifetime } from '../api';
 import { CommandIDs } from '../commands';
 
-const NAME_PATTERN = '[A-Za-z0-9][A-Za-z0-9_.\\-]{0,62}';
+const NAME_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]{0,63}';
 
 interface INodeRowProps {
   label: string;
@@ -95,7 +95,7 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
           type="text"
           required
           pattern={NAME_PATTERN}
-          title="Letters, digits, '.', '_' and '-' (up to 63), starting with a letter or digit"
+          title="1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit"
           aria-label="Cluster name"
           value={name}
           onChange={e => setName(e.currentTarget.value)}
