@@ -1,0 +1,277 @@
+"""Starting and stopping local Ray nodes: ``ray start`` processes, each in its own process group.
+
+Blocking functions (the manager runs them in a thread). Every command is an argument list, never
+a shell string. Each node gets free ports chosen up front, a dashboard bound to 127.0.0.1, token
+authentication on, and the cluster's own ``--temp-dir``, so stopping a cluster means killing
+exactly the process groups it started (never ``ray stop``, which would hit other clusters).
+
+>>> nodes = launch(NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)], "/tmp/eugo-c-1")  # doctest: +SKIP
+>>> stop(nodes.pgids, nodes.temp_dir)                                                          # doctest: +SKIP
+[]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exceptions import ClusterError
+
+__all__ = [
+    "LaunchError",
+    "Launched",
+    "NodeSpec",
+    "group_members",
+    "launch",
+    "ray_executable",
+    "stop",
+]
+
+
+class LaunchError(ClusterError):
+    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What one node offers to the scheduler (declared resources; GPUs need not exist)."""
+
+    num_cpus: int = 1
+    num_gpus: int = 0
+    memory: int | None = None
+    object_store_memory: int | None = None
+
+    def to_model(self) -> dict[str, int | None]:
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+            "memory": self.memory,
+            "object_store_memory": self.object_store_memory,
+        }
+
+
+@dataclass
+class Launched:
+    """A started cluster: where it answers and which process groups belong to it."""
+
+    gcs_address: str
+    dashboard_url: str
+    temp_dir: str
+    pgids: list[int] = field(default_factory=list)
+
+
+def ray_executable() -> str:
+    """The ``ray`` command of the Python running this server (its venv first)."""
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if not found:
+        raise LaunchError(
+            "The `ray` command was not found. Install Ray into the server's environment: "
+            "pip install 'ray[default]'."
+        )
+    return found
+
+
+def free_port() -> int:
+    """A TCP port free on this machine right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def node_ip() -> str:
+    """The address Ray registers nodes under (Ray refuses 127.0.0.1 for a node it starts)."""
+    import ray.util
+
+    return str(ray.util.get_node_ip_address())
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # A head started by `ray start` turns token auth on by itself, but a worker node only sends
+    # the token when told to: say so for every node, so the cluster keeps auth on end to end.
+    env["RAY_AUTH_MODE"] = "token"
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
+    args = [
+        f"--node-ip-address={ip}",
+        f"--num-cpus={spec.num_cpus}",
+        f"--num-gpus={spec.num_gpus}",
+        f"--temp-dir={temp_dir}",
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        "--disable-usage-stats",
+        "--log-style=record",
+        "--log-color=false",
+    ]
+    if spec.memory is not None:
+        args.append(f"--memory={spec.memory}")
+    if spec.object_store_memory is not None:
+        args.append(f"--object-store-memory={spec.object_store_memory}")
+    return args
+
+
+def _why(output: str) -> str:
+    """The most telling line of a failed ``ray start``."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
+        for line in reversed(lines):
+            if needle in line:
+                return line[-400:]
+    return lines[-1][-400:] if lines else "no output"
+
+
+def _run_ray_start(args: list[str], timeout: float) -> int:
+    """Run one ``ray start`` in a new session; returns its process group id (== its pid)."""
+    proc = subprocess.Popen(
+        [ray_executable(), "start", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_environment(),
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_groups([proc.pid])
+        proc.communicate()
+        raise LaunchError(
+            f"`ray start` did not finish within {timeout:g} s; the machine may be overloaded. "
+            "Try again, or launch fewer nodes."
+        ) from None
+    if proc.returncode != 0:
+        _kill_groups([proc.pid])
+        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {_why(output)}")
+    return proc.pid
+
+
+def launch(
+    head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
+) -> Launched:
+    """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
+    ip = node_ip()
+    gcs_port, dashboard_port = free_port(), free_port()
+    head_args = [
+        "--head",
+        f"--port={gcs_port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        "--include-dashboard=true",
+        f"--ray-client-server-port={free_port()}",
+        *_node_args(head, ip, temp_dir),
+    ]
+    Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    pgids = [_run_ray_start(head_args, timeout)]
+    address = f"{ip}:{gcs_port}"
+    try:
+        if workers:
+            with ThreadPoolExecutor(max_workers=min(4, len(workers))) as pool:
+                futures = [
+                    pool.submit(
+                        _run_ray_start, [f"--address={address}", *_node_args(w, ip, temp_dir)], timeout
+                    )
+                    for w in workers
+                ]
+                errors = []
+                for future in futures:
+                    try:
+                        pgids.append(future.result())
+                    except LaunchError as exc:
+                        errors.append(str(exc))
+                if errors:
+                    raise LaunchError(f"A worker node did not start: {errors[0]}")
+    except BaseException:
+        stop(pgids, temp_dir)
+        raise
+    return Launched(
+        gcs_address=address,
+        dashboard_url=f"http://127.0.0.1:{dashboard_port}",
+        temp_dir=temp_dir,
+        pgids=pgids,
+    )
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is ``pgid``, read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if len(rest) > 2 and int(rest[2]) == pgid and rest[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
+    """The groups that still hold a process of this cluster (one whose command names temp_dir).
+
+    A process group id can be reused once its processes are gone: a group with no process that
+    mentions the cluster's temp dir is somebody else's and is never signalled.
+    """
+    return [
+        pgid
+        for pgid in pgids
+        if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))
+    ]
+
+
+def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 30.0) -> list[int]:
+    """Stop the cluster's process groups: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+    Returns the pids still alive at the end (an empty list is the proof nothing is left).
+    """
+    groups = owned_groups(pgids, temp_dir)
+    _kill_groups(groups, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(group_members(g) for g in groups):
+        time.sleep(0.2)
+    _kill_groups([g for g in groups if group_members(g)], signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    left = [pid for g in groups for pid in group_members(g)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = [pid for g in groups for pid in group_members(g)]
+    if not left:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return left
