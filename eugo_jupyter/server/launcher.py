@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,7 +130,7 @@ def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
 
 def _why(output: str) -> str:
     """The most telling line of a failed ``ray start``."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line.strip() for line in output.splitlines() if line.strip() and " INFO " not in line]
     for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
         for line in reversed(lines):
             if needle in line:
@@ -165,6 +164,19 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
     return proc.pid
 
 
+def _start_worker(
+    spec: NodeSpec, address: str, ip: str, temp_dir: str, timeout: float, index: int
+) -> int:
+    """Start one worker node, trying twice: a busy GCS can miss a raylet's first registration."""
+    for attempt in (1, 2):
+        try:
+            return _run_ray_start([f"--address={address}", *_node_args(spec, ip, temp_dir)], timeout)
+        except LaunchError as exc:
+            if attempt == 2:
+                raise LaunchError(f"Worker node {index + 1} did not start: {exc}") from None
+    raise AssertionError("unreachable")
+
+
 def launch(
     head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
 ) -> Launched:
@@ -181,25 +193,16 @@ def launch(
         *_node_args(head, ip, temp_dir),
     ]
     Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
-    pgids = [_run_ray_start(head_args, timeout)]
+    try:
+        pgids = [_run_ray_start(head_args, timeout)]
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     address = f"{ip}:{gcs_port}"
     try:
-        if workers:
-            with ThreadPoolExecutor(max_workers=min(4, len(workers))) as pool:
-                futures = [
-                    pool.submit(
-                        _run_ray_start, [f"--address={address}", *_node_args(w, ip, temp_dir)], timeout
-                    )
-                    for w in workers
-                ]
-                errors = []
-                for future in futures:
-                    try:
-                        pgids.append(future.result())
-                    except LaunchError as exc:
-                        errors.append(str(exc))
-                if errors:
-                    raise LaunchError(f"A worker node did not start: {errors[0]}")
+        # One after the other: on a small, busy machine parallel starts only make each slower.
+        for index, worker in enumerate(workers):
+            pgids.append(_start_worker(worker, address, ip, temp_dir, timeout, index))
     except BaseException:
         stop(pgids, temp_dir)
         raise
