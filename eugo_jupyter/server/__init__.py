@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float
 
 from .manager import ClusterManager
 from .routes import setup_route_handlers
@@ -23,8 +24,17 @@ class EugoManagerExtension(ExtensionApp):
     name = "eugo_jupyter"
     load_other_extensions = True
 
+    max_age = Float(
+        2.0,
+        config=True,
+        help="Seconds a cluster's monitoring data is reused before the next request reads it again.",
+    )
+    launch_timeout = Float(
+        180.0, config=True, help="Seconds a `ray start` may take before the launch counts as failed."
+    )
+
     def initialize_settings(self) -> None:
-        self.manager = ClusterManager()
+        self.manager = ClusterManager(max_age=self.max_age, launch_timeout=self.launch_timeout)
 
     def initialize_handlers(self) -> None:
         setup_route_handlers(self.serverapp.web_app, self.manager)

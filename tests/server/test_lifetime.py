@@ -1,0 +1,65 @@
+"""Which clusters outlive the Jupyter server: "server" ones stop with it, records of dead clusters
+are forgotten when a server starts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from eugo_jupyter import records
+from eugo_jupyter.server import launcher
+
+DEADLINE = 240.0
+
+
+async def test_server_lifetime_cluster_stops_with_the_server(jp_fetch: Any, jp_serverapp: Any) -> None:
+    body = {"kind": "local", "name": "short-lived", "head": {"num_cpus": 1}, "lifetime": "server"}
+    response = await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))
+    cluster_id = json.loads(response.body)["id"]
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        model = json.loads((await jp_fetch("eugo", "clusters", cluster_id)).body)
+        assert model["status"] in ("starting", "running"), model["error"]
+        if model["status"] == "running":
+            break
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.5)
+    assert model["lifetime"] == "server" and len(model["nodes"]) == 1
+    record = records.read_record(cluster_id)
+    assert record is not None and all(launcher.group_members(g) for g in record["pgids"])
+
+    # What the Jupyter server does when it shuts down.
+    await jp_serverapp.extension_manager.stop_all_extensions()
+
+    assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
+    assert records.read_record(cluster_id) is None
+    assert not Path(record["temp_dir"]).exists()
+
+
+async def test_a_dead_clusters_record_is_forgotten_on_start(jp_fetch: Any) -> None:
+    finished = subprocess.Popen(["true"], start_new_session=True)
+    finished.wait()  # its process group is empty now, like a cluster killed while the server was down
+    records.write_record(
+        {
+            "id": "c-dead0001",
+            "name": "gone",
+            "kind": "local",
+            "address": "127.0.0.1:1",
+            "dashboard_url": None,
+            "created": "2026-01-01T00:00:00+00:00",
+            "lifetime": "persistent",
+            "server_pid": os.getpid(),
+            "pids": [finished.pid],
+            "pgids": [finished.pid],
+            "temp_dir": "/tmp/eugo-c-dead0001",
+        }
+    )
+    records.set_active({"id": "c-dead0001", "address": "127.0.0.1:1", "name": "gone"})
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
+    assert records.read_record("c-dead0001") is None
+    assert records.active_record() is None  # new kernels go back to the embedded default
