@@ -134,8 +134,8 @@ def _why(output: str) -> str:
     for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
         for line in reversed(lines):
             if needle in line:
-                return line[-400:]
-    return lines[-1][-400:] if lines else "no output"
+                return line[:500]
+    return lines[-1][:500] if lines else "no output"
 
 
 def _run_ray_start(args: list[str], timeout: float) -> int:
@@ -164,6 +164,21 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
     return proc.pid
 
 
+def head_arguments(spec: NodeSpec, ip: str, temp_dir: str) -> tuple[list[str], int, int]:
+    """``ray start`` arguments of a head node, with its GCS and dashboard ports."""
+    gcs_port, dashboard_port = free_port(), free_port()
+    args = [
+        "--head",
+        f"--port={gcs_port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        "--include-dashboard=true",
+        f"--ray-client-server-port={free_port()}",
+        *_node_args(spec, ip, temp_dir),
+    ]
+    return args, gcs_port, dashboard_port
+
+
 def _start_worker(
     spec: NodeSpec, address: str, ip: str, temp_dir: str, timeout: float, index: int
 ) -> int:
@@ -182,22 +197,21 @@ def launch(
 ) -> Launched:
     """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
     ip = node_ip()
-    gcs_port, dashboard_port = free_port(), free_port()
-    head_args = [
-        "--head",
-        f"--port={gcs_port}",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard_port}",
-        "--include-dashboard=true",
-        f"--ray-client-server-port={free_port()}",
-        *_node_args(head, ip, temp_dir),
-    ]
     Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        pgids = [_run_ray_start(head_args, timeout)]
-    except BaseException:
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        raise
+    for attempt in (1, 2):
+        head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
+        try:
+            pgids = [_run_ray_start(head_args, timeout)]
+            break
+        except LaunchError as exc:
+            # Ports are picked free, but another program can take one before Ray binds it.
+            if attempt == 1 and "already in use" in str(exc):
+                continue
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
+        except BaseException:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
     address = f"{ip}:{gcs_port}"
     try:
         # One after the other: on a small, busy machine parallel starts only make each slower.

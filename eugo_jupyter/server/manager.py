@@ -16,7 +16,9 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
       "lifetime": "server" | "persistent" | null,   # null for kind "connect" (not ours to stop)
       "address": "192.0.2.2:52345" | null,   # GCS host:port ("ray://host:port" as given);
                                          # null while a launch has not started its head yet
-      "dashboard_url": "http://127.0.0.1:52346" | null,
+      "dashboard_url": "http://127.0.0.1:52346" | null,   # Ray's own port (this machine only)
+      "dashboard_proxy": "eugo/clusters/c-3f9a2b/dashboard/" | null,  # relative to the server's
+                                         # base_url: the dashboard behind Jupyter's auth
       "created": "2026-11-29T16:20:00+00:00",
       "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
       "spec": {                          # what was asked for; null for kind "connect"
@@ -42,6 +44,10 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
          "functions": []}
       ]
     }
+
+Monitoring is read at most every ``max_age`` seconds (2 by default) and off the event loop; a
+request that finds it older gets the data in hand at once (see ``updated``) and starts a new read,
+so polling costs about a millisecond however large the cluster's task history is.
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
@@ -214,6 +220,7 @@ class ClusterManager:
         self.max_age = max_age
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
+        self.stale_after = 0.0
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
@@ -292,6 +299,9 @@ class ClusterManager:
             "lifetime": record.get("lifetime"),
             "address": record.get("address"),
             "dashboard_url": record.get("dashboard_url"),
+            "dashboard_proxy": (
+                f"eugo/clusters/{cluster.id}/dashboard/" if record.get("dashboard_url") else None
+            ),
             "created": record.get("created"),
             "updated": cluster.updated,
             "spec": record.get("spec"),
@@ -326,7 +336,16 @@ class ClusterManager:
             return
         if cluster.refreshing is None or cluster.refreshing.done():
             cluster.refreshing = asyncio.ensure_future(self._refresh(cluster))
-        await asyncio.shield(cluster.refreshing)
+        if cluster.updated is None:
+            await asyncio.shield(cluster.refreshing)
+            return
+        # With data in hand, answer at once with it and let the read finish in the background:
+        # a poll never waits on Ray (a task summary over 10,000 tasks can take a second).
+        if self.stale_after > 0:
+            try:
+                await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)
+            except asyncio.TimeoutError:
+                pass
 
     async def _refresh(self, cluster: _Cluster) -> None:
         address = str(cluster.record["address"])
@@ -336,9 +355,11 @@ class ClusterManager:
             up = await loop.run_in_executor(None, monitor.reachable, address)
             cluster.status = "running" if up else "error"
             cluster.error = (
-                None if up else f"Nothing answers at {address} any more."
-            ) or ("Monitoring needs the GCS address (host:port); a ray:// address only lets "
-                  "kernels connect.")
+                "Nodes and tasks are not shown for a ray:// address (it only lets kernels "
+                "connect); connect with the head's GCS address (host:port) to monitor."
+                if up
+                else f"Nothing answers at {address} any more."
+            )
             return
         try:
             data = await asyncio.wait_for(
@@ -514,6 +535,21 @@ class ClusterManager:
         self._clusters[cluster_id] = cluster
         await self._fresh(cluster)
         return self._model(cluster)
+
+    async def dashboard_target(self, cluster_id: str) -> tuple[str, dict[str, str]] | None:
+        """Where the cluster's dashboard answers and the headers that authenticate to it.
+
+        None for an unknown id or a cluster without dashboard. The server proxies the dashboard
+        behind its own authentication, so the browser never talks to Ray's ports.
+        """
+        await self._ensure_started()
+        cluster = self._clusters.get(cluster_id)
+        url = cluster.record.get("dashboard_url") if cluster else None
+        if not url:
+            return None
+        loop = asyncio.get_running_loop()
+        headers = await loop.run_in_executor(None, monitor.auth_headers)
+        return str(url).rstrip("/"), headers
 
     async def activate(self, cluster_id: str) -> dict[str, Any] | None:
         """Mark a running cluster as the one new kernels connect to; None for an unknown id."""

@@ -12,14 +12,14 @@ through the dashboard), GPUs through NVML for nodes on this machine.
 from __future__ import annotations
 
 import functools
-import logging
 import socket
 from typing import Any
 
 from ..hpc._feasibility import waiting_from
 from ..hpc._raystate import snapshot
+from ..hpc._session import use_token_auth
 
-__all__ = ["dashboard_of", "empty", "reachable", "read"]
+__all__ = ["auth_headers", "dashboard_of", "empty", "reachable", "read"]
 
 _RUNNING = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
 _FINISHED = ("FINISHED",)
@@ -38,21 +38,21 @@ def empty() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _use_token_auth() -> None:
-    """Send the token this account's clusters use (``~/.ray/auth_token``) on our GCS calls."""
+    """Send the token this account's clusters use on our GCS and state API calls."""
+    use_token_auth()
+
+
+def auth_headers() -> dict[str, str]:
+    """The HTTP header that carries this account's Ray token to a dashboard (empty without)."""
+    _use_token_auth()
     try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available,
+        from ray._private.authentication.http_token_authentication import (
+            get_auth_headers_if_auth_enabled,
         )
 
-        quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)  # its "token auth is enabled" notice is meant for `ray start`
-        try:
-            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-        finally:
-            quiet.setLevel(level)
-    except Exception:  # noqa: BLE001 - older Ray without token auth: nothing to enable
-        pass
+        return dict(get_auth_headers_if_auth_enabled({}))
+    except Exception:  # noqa: BLE001 - a Ray without token auth: no header
+        return {}
 
 
 def reachable(address: str, timeout: float = 3.0) -> bool:

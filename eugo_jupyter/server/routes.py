@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import tornado.web
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from jupyter_server.utils import url_path_join
 
 from ..exceptions import ClusterError, OptionsError
@@ -98,6 +99,36 @@ class ActivateHandler(_Base):
         self._reply(model)
 
 
+class DashboardHandler(JupyterHandler):
+    """``GET /eugo/clusters/{id}/dashboard/...``: Ray's dashboard, behind the server's auth.
+
+    The server adds Ray's token, so the browser needs neither the token nor Ray's port.
+    """
+
+    _COPIED = ("Content-Type", "Cache-Control", "ETag", "Last-Modified", "Content-Disposition")
+
+    @tornado.web.authenticated
+    async def get(self, cluster_id: str, path: str | None) -> None:
+        if not path:  # the dashboard's pages use relative links: they need the trailing slash
+            self.redirect(self.request.path + "/")
+            return
+        path = path[1:]
+        target = await self.settings["eugo_cluster_manager"].dashboard_target(cluster_id)
+        if target is None:
+            raise tornado.web.HTTPError(404, f"No cluster with id {cluster_id!r} has a dashboard.")
+        base, headers = target
+        url = f"{base}/{path}" + (f"?{self.request.query}" if self.request.query else "")
+        request = HTTPRequest(url, headers=headers, request_timeout=30, follow_redirects=False)
+        response = await AsyncHTTPClient().fetch(request, raise_error=False)
+        if response.code == 599:
+            raise tornado.web.HTTPError(502, f"The cluster's dashboard does not answer: {response.error}")
+        self.set_status(response.code, response.reason)
+        for name in self._COPIED:
+            if name in response.headers:
+                self.set_header(name, response.headers[name])
+        self.finish(response.body or b"")
+
+
 def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
     """Mount the ``/eugo/`` routes on a Jupyter server's tornado application."""
     base_url = web_app.settings["base_url"]
@@ -108,5 +139,6 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
             (url_path_join(base_url, "eugo", "clusters") + r"/?", ClustersHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID) + r"/?", ClusterHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID, "activate") + r"/?", ActivateHandler),
+            (url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?", DashboardHandler),
         ],
     )

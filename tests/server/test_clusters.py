@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server import launcher
 
@@ -118,8 +119,11 @@ async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(j
     model = await _two_nodes(jp_fetch)
     before = model["tasks"]["finished"]
     assert not any(w["infeasible"] for w in model["waiting"])
+    # A plain Ray client sends the cluster's token only when told to (eugo.hpc does it itself).
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
     client = subprocess.Popen(
         [sys.executable, "-c", CLIENT, model["address"]],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -157,7 +161,8 @@ async def test_activate_makes_new_kernels_use_the_cluster(jp_fetch: Any) -> None
         eugo.hpc.shutdown()
         """
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    hidden = ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS", "RAY_AUTH_MODE")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     result = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=DEADLINE
     )
@@ -183,6 +188,27 @@ async def test_connect_to_the_running_cluster_and_detach(jp_fetch: Any) -> None:
     # Detaching leaves the cluster itself running.
     still = await _json(jp_fetch, "eugo", "clusters", model["id"])
     assert still["status"] == "running" and len(still["nodes"]) == 2
+
+
+async def test_dashboard_is_served_behind_the_servers_auth(jp_fetch: Any) -> None:
+    model = await _two_nodes(jp_fetch)
+    assert model["dashboard_proxy"] == f"eugo/clusters/{model['id']}/dashboard/"
+    base = ("eugo", "clusters", model["id"])
+    page = await jp_fetch(*base, "dashboard/")
+    assert page.code == 200 and b"<title>Ray Dashboard</title>" in page.body
+    with pytest.raises(HTTPClientError) as moved:  # its pages use relative links
+        await jp_fetch(*base, "dashboard", follow_redirects=False)
+    assert moved.value.code == 302
+    assert moved.value.response.headers["Location"].endswith(f"/eugo/clusters/{model['id']}/dashboard/")
+    # Ray's API answers only with the cluster's token: the server adds it, the browser never has it.
+    nodes = await jp_fetch(*base, "dashboard", "nodes", params={"view": "summary"})
+    assert nodes.code == 200
+    assert len(json.loads(nodes.body)["data"]["summary"]) == 2
+    # Without credentials a browser is sent to Jupyter's login page, never to the dashboard.
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch(*base, "dashboard/", headers={"Authorization": ""}, follow_redirects=False)
+    assert refused.value.code == 302
+    assert "/login?next=" in refused.value.response.headers["Location"]
 
 
 async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
