@@ -110,10 +110,13 @@ export async function requestAPI<T>(endPoint = '', init: RequestInit = {}): Prom
     }
   }
   if (!response.ok) {
+    // The server extension answers JSON {"message": ...}; anything else (an HTML 404 page when
+    // the extension is not enabled) is summarised by its status instead of shown raw.
     const message =
       (data && typeof data === 'object' && (data.message || data.reason)) ||
-      (typeof data === 'string' && data) ||
-      response.statusText;
+      (response.status === 404 && !endPoint.startsWith('clusters/')
+        ? 'the eugo_jupyter server extension is not enabled (404); check `jupyter server extension list`'
+        : `${response.status} ${response.statusText}`);
     throw new ServerConnection.ResponseError(response, message);
   }
   return data as T;

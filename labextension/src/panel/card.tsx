@@ -87,11 +87,9 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
       aria-label={`Cluster ${cluster.name}`}
     >
       <header className="eugo-Card-header">
-        <div className="eugo-Card-heading">
-          <h4 className="eugo-Card-name">{cluster.name}</h4>
-          <span className="eugo-Tag">{cluster.kind === 'local' ? 'local' : 'connected'}</span>
-          {cluster.active && <span className="eugo-Tag eugo-mod-active">active</span>}
-        </div>
+        <h4 className="eugo-Card-name" title={cluster.name}>
+          {cluster.name}
+        </h4>
         <span className={`eugo-Status eugo-mod-${cluster.status}`} aria-label="Status">
           {cluster.status === 'starting' || cluster.status === 'stopping' ? (
             <span className="eugo-Spinner" />
@@ -101,6 +99,19 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           {STATUS_TEXT[cluster.status] ?? cluster.status}
         </span>
       </header>
+      <div className="eugo-Card-meta">
+        <span className="eugo-Tag">{cluster.kind === 'local' ? 'local' : 'connected'}</span>
+        {cluster.active && (
+          <span className="eugo-Tag eugo-mod-active" title="New kernels use this cluster">
+            active
+          </span>
+        )}
+        {cluster.lifetime === 'persistent' && (
+          <span className="eugo-Tag" title="Keeps running when the Jupyter server stops">
+            persistent
+          </span>
+        )}
+      </div>
       <div className="eugo-Card-address">
         <span className="eugo-Card-key">Address</span>
         <code title="Pass to eugo.hpc.init(address=...)">{cluster.address ?? '–'}</code>

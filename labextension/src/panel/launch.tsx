@@ -20,34 +20,28 @@ function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Elemen
   return (
     <div className="eugo-NodeSpec" data-node={slug}>
       <span className="eugo-NodeSpec-label">{label}</span>
-      <label className="eugo-Field eugo-mod-inline">
-        <span>CPUs</span>
-        <input
-          className="jp-mod-styled eugo-Input eugo-mod-number"
-          type="number"
-          min={0}
-          max={1024}
-          step={1}
-          required
-          aria-label={`${label} CPUs`}
-          value={spec.num_cpus}
-          onChange={e => onChange({ ...spec, num_cpus: e.currentTarget.valueAsNumber })}
-        />
-      </label>
-      <label className="eugo-Field eugo-mod-inline">
-        <span>GPUs</span>
-        <input
-          className="jp-mod-styled eugo-Input eugo-mod-number"
-          type="number"
-          min={0}
-          max={64}
-          step={1}
-          required
-          aria-label={`${label} GPUs`}
-          value={spec.num_gpus}
-          onChange={e => onChange({ ...spec, num_gpus: e.currentTarget.valueAsNumber })}
-        />
-      </label>
+      <input
+        className="jp-mod-styled eugo-Input eugo-mod-number"
+        type="number"
+        min={0}
+        max={1024}
+        step={1}
+        required
+        aria-label={`${label} CPUs`}
+        value={Number.isNaN(spec.num_cpus) ? '' : spec.num_cpus}
+        onChange={e => onChange({ ...spec, num_cpus: e.currentTarget.valueAsNumber })}
+      />
+      <input
+        className="jp-mod-styled eugo-Input eugo-mod-number"
+        type="number"
+        min={0}
+        max={64}
+        step={1}
+        required
+        aria-label={`${label} GPUs`}
+        value={Number.isNaN(spec.num_gpus) ? '' : spec.num_gpus}
+        onChange={e => onChange({ ...spec, num_gpus: e.currentTarget.valueAsNumber })}
+      />
       {onRemove ? (
         <button
           type="button"
@@ -59,7 +53,7 @@ function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Elemen
           <closeIcon.react tag="span" />
         </button>
       ) : (
-        <span className="eugo-IconButton-spacer" />
+        <span />
       )}
     </div>
   );
@@ -101,16 +95,22 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
           onChange={e => setName(e.currentTarget.value)}
         />
       </label>
-      <NodeRow label="Head" spec={head} onChange={setHead} />
-      {workers.map((spec, index) => (
-        <NodeRow
-          key={index}
-          label={`Worker ${index + 1}`}
-          spec={spec}
-          onChange={s => setWorker(index, s)}
-          onRemove={() => setWorkers(workers.filter((_, i) => i !== index))}
-        />
-      ))}
+      <div className="eugo-NodeGrid" role="group" aria-label="Nodes">
+        <span className="eugo-NodeGrid-heading">Node</span>
+        <span className="eugo-NodeGrid-heading">CPUs</span>
+        <span className="eugo-NodeGrid-heading">GPUs</span>
+        <span />
+        <NodeRow label="Head" spec={head} onChange={setHead} />
+        {workers.map((spec, index) => (
+          <NodeRow
+            key={index}
+            label={`Worker ${index + 1}`}
+            spec={spec}
+            onChange={s => setWorker(index, s)}
+            onRemove={() => setWorkers(workers.filter((_, i) => i !== index))}
+          />
+        ))}
+      </div>
       <button
         type="button"
         className="eugo-LinkButton"

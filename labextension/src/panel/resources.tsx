@@ -124,22 +124,28 @@ export function NodeTable({ nodes }: { nodes: readonly INode[] }): JSX.Element {
       <thead>
         <tr>
           <th>Node</th>
-          <th>State</th>
           <th>CPU</th>
           <th>GPU</th>
-          <th>Memory</th>
+          <th title="Memory Ray may schedule on the node">Mem</th>
         </tr>
       </thead>
       <tbody>
         {nodes.map(node => (
-          <tr key={node.node_id} className={node.alive ? '' : 'eugo-mod-dead'}>
-            <td title={node.node_id}>
-              <code>{node.node_id.slice(0, 8)}</code>
-              {node.is_head && <span className="eugo-Tag">head</span>}
-            </td>
+          <tr
+            key={node.node_id}
+            className={node.alive ? 'eugo-mod-alive' : 'eugo-mod-dead'}
+            title={`${node.node_id}${node.address ? ` at ${node.address}` : ''}`}
+          >
             <td>
-              <span className={`eugo-Dot ${node.alive ? 'eugo-mod-ok' : 'eugo-mod-error'}`} />
-              {node.alive ? 'alive' : 'dead'}
+              <span
+                className={`eugo-Dot ${node.alive ? 'eugo-mod-ok' : 'eugo-mod-error'}`}
+                role="img"
+                aria-label={node.alive ? 'alive' : 'dead'}
+                title={node.alive ? 'alive' : 'dead'}
+              />
+              <code>{node.node_id.slice(0, 6)}</code>
+              {node.is_head && <span className="eugo-Tag">head</span>}
+              {!node.alive && <span className="eugo-Tag eugo-mod-error">dead</span>}
             </td>
             <td>{cell(node, 'CPU')}</td>
             <td title={gpuTitle(node)}>
@@ -148,7 +154,9 @@ export function NodeTable({ nodes }: { nodes: readonly INode[] }): JSX.Element {
                 <div className="eugo-NodeTable-gpu">{node.gpus[0].name}</div>
               )}
             </td>
-            <td>{cell(node, 'memory', formatBytes)}</td>
+            <td title={cell(node, 'memory', formatBytes)}>
+              {formatBytes(node.resources_total.memory ?? 0)}
+            </td>
           </tr>
         ))}
       </tbody>
@@ -164,6 +172,9 @@ export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JS
     return null;
   }
   const plural = (n: number) => (n === 1 ? '1 task waits' : `${n} tasks wait`);
+  // The server's reason already names the request; spell the request out only without one.
+  const line = (w: IWaiting) =>
+    `${plural(w.count)}: ${w.reason || `for ${describeRequest(w.request)}`}`;
   return (
     <>
       {infeasible.length > 0 && (
@@ -171,8 +182,8 @@ export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JS
           <strong className="eugo-Banner-title">Waiting on resources no node has</strong>
           <ul>
             {infeasible.map((w, i) => (
-              <li key={i}>
-                {plural(w.count)} for {describeRequest(w.request)}: {w.reason}
+              <li key={i} title={`Request: ${describeRequest(w.request)}`}>
+                {line(w)}
               </li>
             ))}
           </ul>
@@ -182,8 +193,8 @@ export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JS
         <div className="eugo-Banner eugo-mod-queued" role="status">
           <ul>
             {queued.map((w, i) => (
-              <li key={i}>
-                {plural(w.count)} for {describeRequest(w.request)}: {w.reason}
+              <li key={i} title={`Request: ${describeRequest(w.request)}`}>
+                {line(w)}
               </li>
             ))}
           </ul>

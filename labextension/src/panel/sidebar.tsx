@@ -65,7 +65,7 @@ function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
       </header>
       {store.loadError && (
         <div className="eugo-Notice eugo-mod-error" role="status">
-          Cannot reach the Jupyter server ({store.loadError}); retrying with backoff.
+          Cannot list clusters: {store.loadError}. Retrying with backoff.
         </div>
       )}
       <details className="eugo-Section" open={clusters.length === 0}>
