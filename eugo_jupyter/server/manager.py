@@ -45,9 +45,10 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
       ]
     }
 
-Monitoring is read at most every ``max_age`` seconds (2 by default) and off the event loop; a
-request that finds it older gets the data in hand at once (see ``updated``) and starts a new read,
-so polling costs about a millisecond however large the cluster's task history is.
+Monitoring is read at most every ``max_age`` seconds (2 by default) and off the event loop. A
+request that finds it older starts a new read; while polls come steadily it answers at once with
+the data in hand (see ``updated``), so polling costs about a millisecond however large the
+cluster's task history is; after a pause (data over ``3 * max_age`` old) it waits for the read.
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
@@ -315,12 +316,14 @@ class ClusterManager:
         await asyncio.gather(*(self._fresh(c) for c in clusters))
         return [self._model(c) for c in clusters if c.id in self._clusters]
 
-    async def get_cluster(self, cluster_id: str) -> dict[str, Any] | None:
-        """One cluster's model, or None for an unknown id."""
+    async def get_cluster(self, cluster_id: str, fresh: bool = False) -> dict[str, Any] | None:
+        """One cluster's model, or None for an unknown id; ``fresh=True`` waits for a new read."""
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         if cluster is None:
             return None
+        if fresh:
+            cluster.read_at = 0.0
         await self._fresh(cluster)
         return self._model(cluster)
 
@@ -336,11 +339,12 @@ class ClusterManager:
             return
         if cluster.refreshing is None or cluster.refreshing.done():
             cluster.refreshing = asyncio.ensure_future(self._refresh(cluster))
-        if cluster.updated is None:
+        if cluster.updated is None or time.monotonic() - cluster.read_at > 3 * self.max_age:
+            # Nothing read yet, or nobody polled for a while: this caller wants today's data.
             await asyncio.shield(cluster.refreshing)
             return
-        # With data in hand, answer at once with it and let the read finish in the background:
-        # a poll never waits on Ray (a task summary over 10,000 tasks can take a second).
+        # A steady poll gets the data in hand at once and the read finishes in the background:
+        # it never waits on Ray (a task summary over 10,000 tasks can take a second).
         if self.stale_after > 0:
             try:
                 await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)

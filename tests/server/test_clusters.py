@@ -211,14 +211,49 @@ async def test_dashboard_is_served_behind_the_servers_auth(jp_fetch: Any) -> Non
     assert "/login?next=" in refused.value.response.headers["Location"]
 
 
+HOLDER = textwrap.dedent(
+    """
+    import os, sys, time, ray
+    ray.init(address=sys.argv[1], logging_level="ERROR")
+
+    @ray.remote(num_cpus=1)
+    class Holder:
+        def pid(self):
+            return os.getpid(), os.getpgid(0)
+
+    holder = Holder.remote()
+    pid, pgid = ray.get(holder.pid.remote())
+    print(pid, pgid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
 async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     model = await _two_nodes(jp_fetch)
     record = _shared["record"]
     assert len(record["pgids"]) == 2  # one process group per node
     assert all(launcher.group_members(g) for g in record["pgids"])
-    response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert response.code == 204
-    _shared["stopped"] = True
+    # A live actor: Ray runs it in a process group of its own, which shutdown must find too.
+    client = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, model["address"]],
+        env={**os.environ, "RAY_AUTH_MODE": "token"},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = await asyncio.get_running_loop().run_in_executor(None, client.stdout.readline)
+        actor_pid, actor_pgid = (int(x) for x in line.split())
+        assert actor_pgid not in record["pgids"]
+        assert Path(f"/proc/{actor_pid}").exists()
+        response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+        assert response.code == 204
+        _shared["stopped"] = True
+        assert not _alive(actor_pid)
+    finally:
+        client.kill()
+        client.wait()
     assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
     leftovers = [
         p.name for p in Path("/proc").iterdir()
@@ -230,6 +265,14 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     runtime = Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo"
     assert not (runtime / "clusters" / f"{model['id']}.json").exists()
     assert not (runtime / "active.json").exists()  # it was the active one
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 def _cmdline(proc: Path) -> str:

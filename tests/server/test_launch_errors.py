@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 import sys
 import time
@@ -55,6 +56,7 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
         if p.name.isdigit() and temp_dir in _cmdline(p)
     ]
     assert leftovers == []
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _cmdline(proc: Path) -> str:
