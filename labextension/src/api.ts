@@ -50,7 +50,10 @@ export interface ICluster {
   status: ClusterStatus;
   active: boolean;
   address: string | null;
+  /** Ray's own dashboard port: reachable only from the server's machine. */
   dashboard_url: string | null;
+  /** The dashboard behind Jupyter's auth, relative to the server's base URL. */
+  dashboard_proxy?: string | null;
   nodes: INode[];
   tasks: ITaskCounts;
   waiting: IWaiting[];
@@ -145,15 +148,18 @@ export const activateCluster = (id: string): Promise<ICluster> =>
 export const shutdownCluster = (id: string): Promise<void> =>
   requestAPI<void>(path(id), { method: 'DELETE' });
 
-/** The dashboard link as the browser should open it (a relative path is under the base URL). */
+/**
+ * The dashboard link as the browser should open it: through the Jupyter server (behind its
+ * auth, and reachable wherever JupyterLab is) when the server proxies it, else Ray's own URL.
+ */
 export function dashboardHref(cluster: ICluster): string | null {
+  const base = ServerConnection.makeSettings().baseUrl;
+  if (cluster.dashboard_proxy) {
+    return URLExt.join(base, cluster.dashboard_proxy);
+  }
   const url = cluster.dashboard_url;
   if (!url) {
     return null;
   }
-  if (/^[a-z]+:\/\//i.test(url)) {
-    return url;
-  }
-  const base = ServerConnection.makeSettings().baseUrl;
-  return url.startsWith(base) ? url : URLExt.join(base, url);
+  return /^[a-z]+:\/\//i.test(url) ? url : URLExt.join(base, url);
 }

@@ -9,6 +9,7 @@ light and dark themes go to ``tests/artifacts/``.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,15 @@ def test_launch_monitor_infeasible_banner_and_shutdown(page: Any, lab: Any, arti
         arg=f'eugo.hpc.init(address="{address}")',
     )
     assert "import eugo_jupyter as eugo" in inserted.locator(".cm-content").inner_text()
+
+    # "Dashboard" opens Ray's dashboard through the Jupyter server, behind its login.
+    cluster_id = card.get_attribute("data-cluster-id")
+    href = card.get_by_role("link", name="Dashboard").get_attribute("href")
+    assert href.endswith(f"/eugo/clusters/{cluster_id}/dashboard/"), href
+    deadline = time.monotonic() + CLUSTER_TIMEOUT_MS / 1000
+    while (response := page.request.get(href)).status != 200 and time.monotonic() < deadline:
+        time.sleep(1)  # the dashboard process may still be starting
+    assert response.status == 200 and "Ray" in response.text(), response.status
 
     panel.screenshot(path=str(artifacts / "panel-light.png"))
     page.screenshot(path=str(artifacts / "lab-light.png"))
