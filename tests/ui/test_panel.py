@@ -41,7 +41,7 @@ def open_sidebar(page: Any) -> Any:
     return panel
 
 
-def test_sidebar_opens_with_launch_and_connect_forms(page: Any) -> None:
+def test_sidebar_opens_with_launch_and_connect_forms(page: Any, artifacts: Path) -> None:
     tab = page.locator('.jp-SideBar.jp-mod-left [data-id="eugo-hpc-manager"]')
     assert tab.get_attribute("title") == "EugoHPC Manager"
     assert tab.locator("svg").count() == 1  # the icon, not a text label
@@ -53,6 +53,26 @@ def test_sidebar_opens_with_launch_and_connect_forms(page: Any) -> None:
     assert launch.get_by_label("Head CPUs").is_visible()
     assert panel.get_by_text("Keep it running (a restarted server finds it)").count() == 1
     panel.locator(".eugo-Empty").filter(has_text="No cluster yet").wait_for()
+    launch.get_by_role("button", name="Add worker node").click()
+    assert launch.get_by_label("Worker 1 CPUs").input_value() == "1"
+    panel.screenshot(path=str(artifacts / "panel-form-light.png"))
+
+
+def test_polling_stops_while_the_sidebar_is_collapsed(page: Any) -> None:
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if "/eugo/clusters" in r.url else None)
+    open_sidebar(page)
+    with page.expect_request(lambda r: "/eugo/clusters" in r.url):
+        pass  # polling while visible
+    page.locator('.jp-SideBar.jp-mod-left [data-id="eugo-hpc-manager"]').click()  # collapse
+    page.locator(SIDEBAR).wait_for(state="hidden")
+    page.wait_for_timeout(1000)  # a request already in flight may still land
+    seen = len(requests)
+    # Visible, the panel polls every few seconds; collapsed, it must make no request at all.
+    page.wait_for_timeout(12_000)
+    assert len(requests) == seen, requests[seen:]
+    with page.expect_request(lambda r: "/eugo/clusters" in r.url):
+        open_sidebar(page)  # shown again: it refreshes at once
 
 
 def test_server_error_shows_in_a_dialog(page: Any, artifacts: Path) -> None:
