@@ -89,7 +89,9 @@ def bare_start(cpus: int) -> float:
     temp_dir = tempfile.mkdtemp(prefix="eugo-bare-", dir="/tmp")
     # The very command line the manager runs (free ports, dashboard on 127.0.0.1, token auth):
     # the ratio is then the manager's own cost (HTTP, record, waiting for the node to register).
-    head, _, _ = launcher.head_arguments(launcher.NodeSpec(num_cpus=cpus), launcher.node_ip(), temp_dir)
+    head, _, _ = launcher.head_arguments(
+        launcher.NodeSpec(num_cpus=cpus), launcher.node_ip(), temp_dir
+    )
     args = [launcher.ray_executable(), "start", *head]
     env = launcher._environment()
     start = time.perf_counter()
@@ -120,7 +122,12 @@ def _pgid_of(temp_dir: str) -> int:
 
 
 def eugo_start(server: Server, cpus: int) -> tuple[float, dict]:
-    body = {"kind": "local", "name": "bench", "head": {"num_cpus": cpus, "num_gpus": 0}, "lifetime": "server"}
+    body = {
+        "kind": "local",
+        "name": "bench",
+        "head": {"num_cpus": cpus, "num_gpus": 0},
+        "lifetime": "server",
+    }
     start = time.perf_counter()
     model = server.call("POST", "/eugo/clusters", body)
     while model["status"] == "starting":  # type: ignore[index]
@@ -163,7 +170,10 @@ def main() -> None:
             eugo.append(elapsed)
             server.call("DELETE", f"/eugo/clusters/{model['id']}")
 
-        print(f"launch samples: eugo {[round(x, 2) for x in eugo]}, bare {[round(x, 2) for x in bare]}", flush=True)
+        print(
+            f"launch samples: eugo {[round(x, 2) for x in eugo]}, bare {[round(x, 2) for x in bare]}",
+            flush=True,
+        )
         _, model = eugo_start(server, args.cpus)
         subprocess.run(
             [sys.executable, "-c", CLIENT, model["address"], str(args.tasks)],
@@ -199,9 +209,9 @@ def main() -> None:
 
     b, e = statistics.median(bare), statistics.median(eugo)
     rows = [
-        ("launch to running, head with {} CPUs (median of {})".format(args.cpus, args.repeats),
+        (f"launch to running, head with {args.cpus} CPUs (median of {args.repeats})",
          f"{e:.2f} s", f"{b:.2f} s", f"{e / b:.2f}"),
-        ("launch to running, best of {} (least disturbed by other load)".format(args.repeats),
+        (f"launch to running, best of {args.repeats} (least disturbed by other load)",
          f"{min(eugo):.2f} s", f"{min(bare):.2f} s", f"{min(eugo) / min(bare):.2f}"),
         (f"GET cluster, {finished} finished tasks, polled every 2.1 s (median of {len(fresh)})",
          f"{statistics.median(fresh) * 1000:.1f} ms", "", ""),
@@ -210,14 +220,25 @@ def main() -> None:
         (f"one monitoring read in the background, {finished} finished tasks (median of {len(reads)})",
          f"{statistics.median(reads) * 1000:.0f} ms", "", ""),
     ]  # fmt: skip
-    print(f"\n| measure | eugo manager | bare ray start | ratio |\n| --- | --- | --- | --- |")
+    print("\n| measure | eugo manager | bare ray start | ratio |\n| --- | --- | --- | --- |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    print(f"\nlaunch samples: eugo {[round(x, 2) for x in eugo]}, bare {[round(x, 2) for x in bare]}")
+    print(
+        f"\nlaunch samples: eugo {[round(x, 2) for x in eugo]}, bare {[round(x, 2) for x in bare]}"
+    )
     results = Path(__file__).with_name("results")
     results.mkdir(exist_ok=True)
     (results / "bench_launch.json").write_text(
-        json.dumps({"bare_s": bare, "eugo_s": eugo, "fresh_s": fresh, "cached_s": cached, "read_s": reads, "finished": finished})
+        json.dumps(
+            {
+                "bare_s": bare,
+                "eugo_s": eugo,
+                "fresh_s": fresh,
+                "cached_s": cached,
+                "read_s": reads,
+                "finished": finished,
+            }
+        )
     )
 
 

@@ -30,7 +30,9 @@ class EugoManagerExtension(ExtensionApp):
         help="Seconds a cluster's monitoring data is reused before the next request reads it again.",
     )
     launch_timeout = Float(
-        180.0, config=True, help="Seconds a `ray start` may take before the launch counts as failed."
+        180.0,
+        config=True,
+        help="Seconds a `ray start` may take before the launch counts as failed.",
     )
 
     def initialize_settings(self) -> None:

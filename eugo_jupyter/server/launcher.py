@@ -185,7 +185,9 @@ def _start_worker(
     """Start one worker node, trying twice: a busy GCS can miss a raylet's first registration."""
     for attempt in (1, 2):
         try:
-            return _run_ray_start([f"--address={address}", *_node_args(spec, ip, temp_dir)], timeout)
+            return _run_ray_start(
+                [f"--address={address}", *_node_args(spec, ip, temp_dir)], timeout
+            )
         except LaunchError as exc:
             if attempt == 2:
                 raise LaunchError(f"Worker node {index + 1} did not start: {exc}") from None
@@ -257,7 +259,9 @@ def group_members(pgid: int) -> list[int]:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -268,11 +272,7 @@ def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
     A process group id can be reused once its processes are gone: a group with no process that
     mentions the cluster's temp dir is somebody else's and is never signalled.
     """
-    return [
-        pgid
-        for pgid in pgids
-        if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))
-    ]
+    return [pgid for pgid in pgids if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))]
 
 
 def cluster_processes(pgids: list[int], temp_dir: str) -> set[tuple[int, int]]:

@@ -1,23 +1,27 @@
 """The cluster manager: owns every cluster the Jupyter server launched or connected, returns models.
 
 Async, imports no tornado: ``routes.py`` translates HTTP into calls on :class:`ClusterManager`,
-which returns plain JSON-ready dicts ("models"), ``None`` for an unknown id (HTTP 404), and raises
-:class:`~eugo_jupyter.exceptions.OptionsError` for bad input (HTTP 400).
+which returns plain JSON-ready dicts ("models"), ``None``/``False`` for an unknown id (HTTP 404),
+and raises :class:`~eugo_jupyter.exceptions.OptionsError` for bad input or
+:class:`~eugo_jupyter.exceptions.ClusterError` for an impossible action (an unreachable address,
+activating a cluster that is not running): both HTTP 400 with ``{"message": ...}``.
 
 The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of these)::
 
     {
-      "id": "c-3f9a2b",                  # [A-Za-z0-9_-], stable across server restarts
+      "id": "c-3f9a2b1c",                # "c-" + 8 hex digits, stable across server restarts
       "name": "dev",
       "kind": "local" | "connect",
       "status": "starting" | "running" | "stopping" | "stopped" | "error",
+                                         # a DELETE that answers 204 removes the cluster from
+                                         # the list, so "stopped" is seen only in passing
       "error": null | "a sentence saying what went wrong and what to do",
       "active": false,                   # true: new kernels connect to this cluster
       "lifetime": "server" | "persistent" | null,   # null for kind "connect" (not ours to stop)
       "address": "192.0.2.2:52345" | null,   # GCS host:port ("ray://host:port" as given);
                                          # null while a launch has not started its head yet
       "dashboard_url": "http://127.0.0.1:52346" | null,   # Ray's own port (this machine only)
-      "dashboard_proxy": "eugo/clusters/c-3f9a2b/dashboard/" | null,  # relative to the server's
+      "dashboard_proxy": "eugo/clusters/c-3f9a2b1c/dashboard/" | null,  # relative to the server's
                                          # base_url: the dashboard behind Jupyter's auth
       "created": "2026-11-29T16:20:00+00:00",
       "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
@@ -30,7 +34,7 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
         "available": {"CPU": 2.0, "GPU": 1.0, "memory": 1.2e10, ...}
       },
       "nodes": [
-        {"node_id": "ab12...", "address": "127.0.0.1", "is_head": true, "alive": true,
+        {"node_id": "ab12...", "address": "192.0.2.2", "is_head": true, "alive": true,
          "resources_total": {"CPU": 2.0, "memory": ..., "object_store_memory": ...},
          "resources_available": {"CPU": 1.0, ...},
          "gpus": [                         # real devices read through NVML (empty when none)
@@ -102,19 +106,25 @@ def _keys(body: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
 
 
 def _count(value: Any, key: str, where: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-        isinstance(value, float) and (math.isnan(value) or not value.is_integer())
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and (math.isnan(value) or not value.is_integer()))
     ):
-        raise OptionsError(f"{where}.{key}={value!r} is not allowed: give a whole number from {low} to {high}.")
+        raise OptionsError(
+            f"{where}.{key}={value!r} is not allowed: give a whole number from {low} to {high}."
+        )
     if not low <= value <= high:
-        raise OptionsError(f"{where}.{key}={value!r} is out of range: give a whole number from {low} to {high}.")
+        raise OptionsError(
+            f"{where}.{key}={value!r} is out of range: give a whole number from {low} to {high}."
+        )
     return int(value)
 
 
 def _node(value: Any, where: str, default_cpus: int) -> launcher.NodeSpec:
     if not isinstance(value, dict):
         raise OptionsError(
-            f"{where} must be an object such as {{\"num_cpus\": 1, \"num_gpus\": 0}}, not {value!r}."
+            f'{where} must be an object such as {{"num_cpus": 1, "num_gpus": 0}}, not {value!r}.'
         )
     _keys(value, _NODE_KEYS, where)
     cpus = _count(value.get("num_cpus", default_cpus), "num_cpus", where, 0, MAX_CPUS)
@@ -125,7 +135,9 @@ def _node(value: Any, where: str, default_cpus: int) -> launcher.NodeSpec:
         num_cpus=cpus,
         num_gpus=gpus,
         memory=None if memory is None else parse_memory(memory, f"{where}.memory"),
-        object_store_memory=None if store is None else parse_memory(store, f"{where}.object_store_memory"),
+        object_store_memory=None
+        if store is None
+        else parse_memory(store, f"{where}.object_store_memory"),
     )
 
 
@@ -140,7 +152,9 @@ def _name(value: Any, default: str) -> str:
     return value
 
 
-def parse_launch(body: dict[str, Any]) -> tuple[str, launcher.NodeSpec, list[launcher.NodeSpec], str]:
+def parse_launch(
+    body: dict[str, Any],
+) -> tuple[str, launcher.NodeSpec, list[launcher.NodeSpec], str]:
     """Check a ``{"kind": "local", ...}`` body; returns (name, head, workers, lifetime).
 
     >>> parse_launch({"kind": "local", "head": {"num_cpus": 2}})[1]
@@ -151,18 +165,24 @@ def parse_launch(body: dict[str, Any]) -> tuple[str, launcher.NodeSpec, list[lau
     head = _node(body.get("head", {}), "head", default_cpus=1)
     workers_in = body.get("workers", [])
     if not isinstance(workers_in, list):
-        raise OptionsError(f"workers must be a list of nodes such as [{{\"num_cpus\": 1}}], not {workers_in!r}.")
+        raise OptionsError(
+            f'workers must be a list of nodes such as [{{"num_cpus": 1}}], not {workers_in!r}.'
+        )
     if len(workers_in) > MAX_WORKERS:
-        raise OptionsError(f"{len(workers_in)} worker nodes is too many: at most {MAX_WORKERS} on one machine.")
+        raise OptionsError(
+            f"{len(workers_in)} worker nodes is too many: at most {MAX_WORKERS} on one machine."
+        )
     workers = [_node(w, f"workers[{i}]", default_cpus=1) for i, w in enumerate(workers_in)]
     for i, worker in enumerate(workers):
         if worker.num_cpus == 0 and worker.num_gpus == 0:
-            raise OptionsError(f"workers[{i}] offers nothing: give it num_cpus or num_gpus above 0.")
+            raise OptionsError(
+                f"workers[{i}] offers nothing: give it num_cpus or num_gpus above 0."
+            )
     lifetime = body.get("lifetime", "server")
     if lifetime not in LIFETIMES:
         raise OptionsError(
-            f"lifetime={lifetime!r} is not allowed: \"server\" (stops with the Jupyter server) or "
-            "\"persistent\" (outlives it; shut it down from the panel)."
+            f'lifetime={lifetime!r} is not allowed: "server" (stops with the Jupyter server) or '
+            '"persistent" (outlives it; shut it down from the panel).'
         )
     return name, head, workers, str(lifetime)
 
@@ -217,7 +237,9 @@ class ClusterManager:
     'starting'
     """
 
-    def __init__(self, max_age: float = 2.0, launch_timeout: float = 180.0, read_timeout: float = 5.0):
+    def __init__(
+        self, max_age: float = 2.0, launch_timeout: float = 180.0, read_timeout: float = 5.0
+    ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
@@ -247,8 +269,10 @@ class ClusterManager:
             alive = bool(temp_dir) and bool(
                 await loop.run_in_executor(None, launcher.owned_groups, pgids, temp_dir)
             )
-            answers = alive and bool(record.get("address")) and await loop.run_in_executor(
-                None, monitor.reachable, str(record.get("address"))
+            answers = (
+                alive
+                and bool(record.get("address"))
+                and await loop.run_in_executor(None, monitor.reachable, str(record.get("address")))
             )
             if answers:
                 record = {**record, "server_pid": _pid(), "status": "running"}
@@ -264,7 +288,8 @@ class ClusterManager:
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
         ours = [
-            c for c in self._clusters.values()
+            c
+            for c in self._clusters.values()
             if c.record.get("kind") == "local" and c.record.get("lifetime") == "server"
         ]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
@@ -368,7 +393,11 @@ class ClusterManager:
         try:
             data = await asyncio.wait_for(
                 loop.run_in_executor(
-                    None, monitor.read, address, cluster.record.get("dashboard_url"), self.read_timeout
+                    None,
+                    monitor.read,
+                    address,
+                    cluster.record.get("dashboard_url"),
+                    self.read_timeout,
                 ),
                 timeout=self.read_timeout * 3,
             )
@@ -477,7 +506,11 @@ class ClusterManager:
         while cluster.status == "starting":
             try:
                 data = await loop.run_in_executor(
-                    None, monitor.read, started.gcs_address, started.dashboard_url, self.read_timeout
+                    None,
+                    monitor.read,
+                    started.gcs_address,
+                    started.dashboard_url,
+                    self.read_timeout,
                 )
             except Exception:  # noqa: BLE001 - the GCS may not answer yet
                 data = None

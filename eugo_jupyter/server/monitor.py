@@ -88,7 +88,7 @@ def _local_ips() -> set[str]:
         import ray.util
 
         ips.add(str(ray.util.get_node_ip_address()))
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - without it, only loopback nodes count as local
         pass
     return ips
 
@@ -130,9 +130,7 @@ def _task_counts(dashboard_url: str | None, timeout: int) -> dict[str, int]:
         return counts
     from ray.util.state import summarize_tasks
 
-    summary = summarize_tasks(
-        address=dashboard_url, timeout=timeout, raise_on_missing_output=False
-    )
+    summary = summarize_tasks(address=dashboard_url, timeout=timeout, raise_on_missing_output=False)
     groups = summary.get("cluster", {}).get("summary", {})
     for group in groups.values():
         for state, count in group.get("state_counts", {}).items():
@@ -194,7 +192,10 @@ def read(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> d
         )
     return {
         "nodes": nodes,
-        "resources": {"total": _sum(nodes, "resources_total"), "available": _sum(nodes, "resources_available")},
+        "resources": {
+            "total": _sum(nodes, "resources_total"),
+            "available": _sum(nodes, "resources_available"),
+        },
         "tasks": _tasks_or_none(dashboard_url, int(max(1, timeout))),
         "waiting": [item.to_model() for item in waiting_from(snap)],
     }

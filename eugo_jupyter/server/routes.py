@@ -11,8 +11,8 @@ from typing import Any
 
 import tornado.web
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from jupyter_server.utils import url_path_join
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..exceptions import ClusterError, OptionsError
 from .manager import ClusterManager
@@ -33,7 +33,9 @@ class _Base(APIHandler):
         self.finish(json.dumps(model))
 
     def _not_found(self, cluster_id: str) -> None:
-        raise tornado.web.HTTPError(404, f"No cluster with id {cluster_id!r}; list them at GET /eugo/clusters.")
+        raise tornado.web.HTTPError(
+            404, f"No cluster with id {cluster_id!r}; list them at GET /eugo/clusters."
+        )
 
     def _body(self) -> Any:
         try:
@@ -121,7 +123,9 @@ class DashboardHandler(JupyterHandler):
         request = HTTPRequest(url, headers=headers, request_timeout=30, follow_redirects=False)
         response = await AsyncHTTPClient().fetch(request, raise_error=False)
         if response.code == 599:
-            raise tornado.web.HTTPError(502, f"The cluster's dashboard does not answer: {response.error}")
+            raise tornado.web.HTTPError(
+                502, f"The cluster's dashboard does not answer: {response.error}"
+            )
         self.set_status(response.code, response.reason)
         for name in self._COPIED:
             if name in response.headers:
@@ -139,6 +143,9 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
             (url_path_join(base_url, "eugo", "clusters") + r"/?", ClustersHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID) + r"/?", ClusterHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID, "activate") + r"/?", ActivateHandler),
-            (url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?", DashboardHandler),
+            (
+                url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?",
+                DashboardHandler,
+            ),
         ],
     )

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -32,7 +33,9 @@ async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
     return json.loads(response.body) if response.body else None
 
 
-async def _poll(jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+async def _poll(
+    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
     deadline = time.monotonic() + DEADLINE
     while True:
         model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
@@ -63,7 +66,9 @@ async def _two_nodes(jp_fetch: Any) -> dict[str, Any]:
         _shared["id"] = model["id"]
     model = await _poll(jp_fetch, _shared["id"], lambda m: m["status"] == "running")
     _shared["record"] = json.loads(
-        (Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo" / "clusters" / f"{model['id']}.json").read_text()
+        (
+            Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo" / "clusters" / f"{model['id']}.json"
+        ).read_text()
     )
     return model
 
@@ -115,13 +120,15 @@ CLIENT = textwrap.dedent(
 )
 
 
-async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(jp_fetch: Any) -> None:
+async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(
+    jp_fetch: Any,
+) -> None:
     model = await _two_nodes(jp_fetch)
     before = model["tasks"]["finished"]
     assert not any(w["infeasible"] for w in model["waiting"])
     # A plain Ray client sends the cluster's token only when told to (eugo.hpc does it itself).
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
-    client = subprocess.Popen(
+    client = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
         [sys.executable, "-c", CLIENT, model["address"]],
         env=env,
         stdout=subprocess.PIPE,
@@ -133,7 +140,9 @@ async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(j
         model = await _poll(
             jp_fetch,
             model["id"],
-            lambda m: any(w["infeasible"] for w in m["waiting"]) and m["tasks"]["finished"] >= before + 6,
+            lambda m: (
+                any(w["infeasible"] for w in m["waiting"]) and m["tasks"]["finished"] >= before + 6
+            ),
         )
         stuck = next(w for w in model["waiting"] if w["infeasible"])
         assert stuck["request"] == {"CPU": 1.0, "GPU": 2.0}
@@ -148,7 +157,9 @@ async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(j
 
 async def test_activate_makes_new_kernels_use_the_cluster(jp_fetch: Any) -> None:
     model = await _two_nodes(jp_fetch)
-    activated = await _json(jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}")
+    activated = await _json(
+        jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}"
+    )
     assert activated["active"] is True
     assert (await _json(jp_fetch, "eugo", "clusters", model["id"]))["active"] is True
     # A new kernel process: same runtime folder, no address anywhere in its code or environment.
@@ -163,11 +174,22 @@ async def test_activate_makes_new_kernels_use_the_cluster(jp_fetch: Any) -> None
     )
     hidden = ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS", "RAY_AUTH_MODE")
     env = {k: v for k, v in os.environ.items() if k not in hidden}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=DEADLINE
+    # In a thread: the server under test shares this event loop and must keep answering.
+    result = await asyncio.get_running_loop().run_in_executor(
+        None,
+        lambda: subprocess.run(
+            [sys.executable, "-c", probe],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
+        ),
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    address, source, alive = (part.strip() for part in result.stdout.strip().splitlines()[-1].split("|"))
+    address, source, alive = (
+        part.strip() for part in result.stdout.strip().splitlines()[-1].split("|")
+    )
     assert address == model["address"]
     assert source == "active cluster 'two nodes'"
     assert alive == "2"
@@ -199,7 +221,9 @@ async def test_dashboard_is_served_behind_the_servers_auth(jp_fetch: Any) -> Non
     with pytest.raises(HTTPClientError) as moved:  # its pages use relative links
         await jp_fetch(*base, "dashboard", follow_redirects=False)
     assert moved.value.code == 302
-    assert moved.value.response.headers["Location"].endswith(f"/eugo/clusters/{model['id']}/dashboard/")
+    assert moved.value.response.headers["Location"].endswith(
+        f"/eugo/clusters/{model['id']}/dashboard/"
+    )
     # Ray's API answers only with the cluster's token: the server adds it, the browser never has it.
     nodes = await jp_fetch(*base, "dashboard", "nodes", params={"view": "summary"})
     assert nodes.code == 200
@@ -235,7 +259,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     assert len(record["pgids"]) == 2  # one process group per node
     assert all(launcher.group_members(g) for g in record["pgids"])
     # A live actor: Ray runs it in a process group of its own, which shutdown must find too.
-    client = subprocess.Popen(
+    client = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
         [sys.executable, "-c", HOLDER, model["address"]],
         env={**os.environ, "RAY_AUTH_MODE": "token"},
         stdout=subprocess.PIPE,
@@ -256,7 +280,8 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
         client.wait()
     assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
     leftovers = [
-        p.name for p in Path("/proc").iterdir()
+        p.name
+        for p in Path("/proc").iterdir()
         if p.name.isdigit() and record["temp_dir"] in _cmdline(p)
     ]
     assert leftovers == []

@@ -23,7 +23,9 @@ async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
     body = {"kind": "local", "name": "no ray", "head": {"num_cpus": 1}}
-    model = json.loads((await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))).body)
+    model = json.loads(
+        (await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))).body
+    )
     deadline = time.monotonic() + 60
     while model["status"] == "starting":
         assert time.monotonic() < deadline
@@ -52,8 +54,7 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
             )  # fmt: skip
     assert "already in use" in str(info.value) or str(port) in str(info.value)
     leftovers = [
-        p.name for p in Path("/proc").iterdir()
-        if p.name.isdigit() and temp_dir in _cmdline(p)
+        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and temp_dir in _cmdline(p)
     ]
     assert leftovers == []
     shutil.rmtree(temp_dir, ignore_errors=True)

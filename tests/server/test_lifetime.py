@@ -17,7 +17,9 @@ from eugo_jupyter.server import launcher
 DEADLINE = 240.0
 
 
-async def test_server_lifetime_cluster_stops_with_the_server(jp_fetch: Any, jp_serverapp: Any) -> None:
+async def test_server_lifetime_cluster_stops_with_the_server(
+    jp_fetch: Any, jp_serverapp: Any
+) -> None:
     body = {"kind": "local", "name": "short-lived", "head": {"num_cpus": 1}, "lifetime": "server"}
     response = await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))
     cluster_id = json.loads(response.body)["id"]
@@ -42,7 +44,7 @@ async def test_server_lifetime_cluster_stops_with_the_server(jp_fetch: Any, jp_s
 
 
 async def test_a_dead_clusters_record_is_forgotten_on_start(jp_fetch: Any) -> None:
-    finished = subprocess.Popen(["true"], start_new_session=True)
+    finished = subprocess.Popen(["true"], start_new_session=True)  # noqa: ASYNC220 - `true` exits at once
     finished.wait()  # its process group is empty now, like a cluster killed while the server was down
     records.write_record(
         {

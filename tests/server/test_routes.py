@@ -80,7 +80,9 @@ async def test_unreachable_address_is_a_clear_400(jp_fetch: Any) -> None:
         ("POST", ("eugo", "clusters", "c-nothere", "activate"), "{}"),
     ],
 )
-async def test_unknown_id_is_404(jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None) -> None:
+async def test_unknown_id_is_404(
+    jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
+) -> None:
     code, message = await _error(jp_fetch, *path, method=method, **({"body": body} if body else {}))
     assert code == 404
     assert "No cluster with id 'c-nothere'" in message
@@ -96,9 +98,15 @@ async def test_unknown_id_is_404(jp_fetch: Any, method: str, path: tuple[str, ..
         ("POST", ("eugo", "clusters", "c-1", "activate"), "{}"),
     ],
 )
-async def test_no_credentials_is_403(jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None) -> None:
+async def test_no_credentials_is_403(
+    jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
+) -> None:
     code, _ = await _error(
-        jp_fetch, *path, method=method, headers={"Authorization": ""}, **({"body": body} if body else {})
+        jp_fetch,
+        *path,
+        method=method,
+        headers={"Authorization": ""},
+        **({"body": body} if body else {}),
     )
     assert code == 403
     # and nothing was launched by the refused POST
