@@ -69,6 +69,7 @@ import re
 import secrets
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -244,6 +245,9 @@ class ClusterManager:
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
         self.stale_after = 0.0
+        # `ray start` and shutdown take seconds to minutes: a pool of their own, so they never
+        # queue the quick monitoring reads (which use the loop's default pool).
+        self._slow = ThreadPoolExecutor(max_workers=4, thread_name_prefix="eugo-launch")
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
@@ -282,7 +286,7 @@ class ClusterManager:
                     self._register_atexit()
             else:
                 if alive:  # half a cluster: its head is gone, so nothing can use the rest
-                    await loop.run_in_executor(None, launcher.stop, pgids, temp_dir)
+                    await loop.run_in_executor(self._slow, launcher.stop, pgids, temp_dir)
                 records.delete_record(record["id"])
 
     async def close(self) -> None:
@@ -487,7 +491,7 @@ class ClusterManager:
         temp_dir = str(cluster.record["temp_dir"])
         try:
             started = await loop.run_in_executor(
-                None, launcher.launch, head, workers, temp_dir, self.launch_timeout
+                self._slow, launcher.launch, head, workers, temp_dir, self.launch_timeout
             )
         except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
             cluster.status, cluster.error = "error", _sentence(exc)
@@ -622,7 +626,7 @@ class ClusterManager:
                 cluster.status = "stopping"
             loop = asyncio.get_running_loop()
             left = await loop.run_in_executor(
-                None, launcher.stop, _pgids(cluster), str(cluster.record.get("temp_dir", ""))
+                self._slow, launcher.stop, _pgids(cluster), str(cluster.record.get("temp_dir", ""))
             )
             if left:
                 cluster.status = "error"
