@@ -28,7 +28,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // missing server extension never holds up JupyterLab's start.
     const store = new ClusterStore();
     const sidebar = new ClusterSidebar(store, app.commands);
-    sidebar.title.label = '';
     app.shell.add(sidebar, 'left', { rank: 750 });
     restorer?.add(sidebar, SIDEBAR_ID);
 

@@ -118,7 +118,10 @@ export class ClusterStore {
       this._clusters = clusters;
       this._loadError = null;
       const changing = clusters.some(c => c.status === 'starting' || c.status === 'stopping');
-      const busy = clusters.some(c => c.waiting.length > 0 || c.tasks.running > 0);
+      // Work in motion is worth watching closely; a request no node can run is not.
+      const busy = clusters.some(
+        c => c.tasks.running > 0 || c.waiting.some(w => !w.infeasible)
+      );
       const interval = changing || busy ? FAST_MS : STEADY_MS;
       if (this._poll.frequency.interval !== interval) {
         this._poll.frequency = { ...this._poll.frequency, interval };

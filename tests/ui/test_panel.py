@@ -111,6 +111,11 @@ def new_notebook(page: Any) -> None:
     """A notebook with the default Python kernel, from the Launcher's Notebook card."""
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
     page.locator(".jp-NotebookPanel:visible .jp-CodeCell").first.wait_for()
+    # Shift+Enter while the kernel is "Initializing" runs nothing: wait for the status bar to
+    # say it is idle (the toolbar's indicator already reads idle before the kernel connects).
+    page.locator("#jp-main-statusbar").get_by_text(re.compile(r"\| Idle$")).wait_for(
+        timeout=CLUSTER_TIMEOUT_MS
+    )
 
 
 def run_new_cell(page: Any, source: str) -> Any:
@@ -121,7 +126,13 @@ def run_new_cell(page: Any, source: str) -> Any:
     cell.locator(".cm-content").click()
     # insert_text puts the whole source in at once, so the editor's auto-indent stays out of it.
     page.keyboard.insert_text(source)
+    # CodeMirror moves typed DOM text into its document on a later frame; a Shift+Enter that
+    # came first would run the still-empty cell. Wait for the text, then for two frames.
+    last_line = source.strip().splitlines()[-1]
+    cell.locator(".cm-line", has_text=last_line).wait_for()
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     page.keyboard.press("Shift+Enter")
+    cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[[*0-9]+\]")).wait_for()
     return cell
 
 
