@@ -21,7 +21,21 @@ from .exceptions import EugoError
 
 __version__ = "0.1.0"
 
-__all__ = ["EugoError", "__version__", "hpc"]
+__all__ = ["EugoError", "__version__", "check", "gpu", "hpc", "widgets"]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    """Jupyter server hook: the EugoHPC Manager's REST API under ``/eugo/``."""
+    from .server import EugoManagerExtension  # lazy: only the Jupyter server pays for tornado
+
+    return [{"module": "eugo_jupyter", "app": EugoManagerExtension}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Jupyter server hook for servers that load module-style extensions."""
+    from .server import _load
+
+    _load(serverapp)
 
 
 def __getattr__(name: str) -> Any:
@@ -43,3 +57,8 @@ def load_ipython_extension(ipython: Any) -> None:
     from .magics import load
 
     load(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the built EugoHPC Manager panel (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "eugo_jupyter"}]

@@ -113,6 +113,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         ray_kwargs.setdefault("dashboard_host", "127.0.0.1")
         context = ray.init(address="local", **ray_kwargs)
     else:
+        use_token_auth()
         context = ray.init(address=target, **ray_kwargs)
 
     dashboard = context.dashboard_url or None
@@ -124,6 +125,28 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     )
     generation += 1
     return _connection
+
+
+def use_token_auth() -> None:
+    """Send this account's Ray token (``~/.ray/auth_token``) when connecting to a cluster.
+
+    A cluster started by ``ray start`` has token authentication on, but a client only sends the
+    token when ``RAY_AUTH_MODE=token``; Ray's own ``ray start`` enables it the same way when a
+    token exists. An explicit ``RAY_AUTH_MODE`` is left alone.
+    """
+    try:
+        from ray._private.authentication import authentication_token_setup as setup
+    except ImportError:  # a Ray without token authentication
+        return
+    quiet = logging.getLogger(setup.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its notice is written for `ray start`, not for a client
+    try:
+        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except Exception:  # noqa: BLE001 - without a usable token, Ray's own error says what to do
+        pass
+    finally:
+        quiet.setLevel(level)
 
 
 def _adopt_existing() -> Connection:

@@ -1,0 +1,50 @@
+"""The Jupyter server extension of the EugoHPC Manager: registration only.
+
+Routes live in :mod:`.routes`, state in :mod:`.manager`, ``ray start`` in :mod:`.launcher`,
+reading a cluster in :mod:`.monitor`. Jupyter finds it through
+``eugo_jupyter._jupyter_server_extension_points``; this module is imported only by the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float
+
+from .manager import ClusterManager
+from .routes import setup_route_handlers
+
+__all__ = ["ClusterManager", "EugoManagerExtension", "setup_route_handlers"]
+
+
+class EugoManagerExtension(ExtensionApp):
+    """Mounts ``/eugo/`` and stops clusters launched with lifetime "server" when the server stops."""
+
+    name = "eugo_jupyter"
+    load_other_extensions = True
+
+    max_age = Float(
+        2.0,
+        config=True,
+        help="Seconds a cluster's monitoring data is reused before the next request reads it again.",
+    )
+    launch_timeout = Float(
+        180.0,
+        config=True,
+        help="Seconds a `ray start` may take before the launch counts as failed.",
+    )
+
+    def initialize_settings(self) -> None:
+        self.manager = ClusterManager(max_age=self.max_age, launch_timeout=self.launch_timeout)
+
+    def initialize_handlers(self) -> None:
+        setup_route_handlers(self.serverapp.web_app, self.manager)
+
+    async def stop_extension(self) -> None:
+        await self.manager.close()
+
+
+def _load(serverapp: Any) -> EugoManagerExtension:
+    """Load for a server that calls module-style hooks (``_load_jupyter_server_extension``)."""
+    return EugoManagerExtension._load_jupyter_server_extension(serverapp)  # type: ignore[no-any-return]

@@ -1,0 +1,342 @@
+"""Starting and stopping local Ray nodes: ``ray start`` processes, each in its own process group.
+
+Blocking functions (the manager runs them in a thread). Every command is an argument list, never
+a shell string. Each node gets free ports chosen up front, a dashboard bound to 127.0.0.1, token
+authentication on, and the cluster's own ``--temp-dir``, so stopping a cluster means killing
+exactly the process groups it started (never ``ray stop``, which would hit other clusters).
+
+>>> nodes = launch(NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)], "/tmp/eugo-c-1")  # doctest: +SKIP
+>>> stop(nodes.pgids, nodes.temp_dir)                                                          # doctest: +SKIP
+[]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exceptions import ClusterError
+
+__all__ = [
+    "LaunchError",
+    "Launched",
+    "NodeSpec",
+    "group_members",
+    "launch",
+    "ray_executable",
+    "stop",
+]
+
+
+class LaunchError(ClusterError):
+    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What one node offers to the scheduler (declared resources; GPUs need not exist)."""
+
+    num_cpus: int = 1
+    num_gpus: int = 0
+    memory: int | None = None
+    object_store_memory: int | None = None
+
+    def to_model(self) -> dict[str, int | None]:
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+            "memory": self.memory,
+            "object_store_memory": self.object_store_memory,
+        }
+
+
+@dataclass
+class Launched:
+    """A started cluster: where it answers and which process groups belong to it."""
+
+    gcs_address: str
+    dashboard_url: str
+    temp_dir: str
+    pgids: list[int] = field(default_factory=list)
+
+
+def ray_executable() -> str:
+    """The ``ray`` command of the Python running this server (its venv first)."""
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if not found:
+        raise LaunchError(
+            "The `ray` command was not found. Install Ray into the server's environment: "
+            "pip install 'ray[default]'."
+        )
+    return found
+
+
+def free_port() -> int:
+    """A TCP port free on this machine right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def node_ip() -> str:
+    """The address Ray registers nodes under (Ray refuses 127.0.0.1 for a node it starts)."""
+    import ray.util
+
+    return str(ray.util.get_node_ip_address())
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # A head started by `ray start` turns token auth on by itself, but a worker node only sends
+    # the token when told to: say so for every node, so the cluster keeps auth on end to end.
+    env["RAY_AUTH_MODE"] = "token"
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
+    args = [
+        f"--node-ip-address={ip}",
+        f"--num-cpus={spec.num_cpus}",
+        f"--num-gpus={spec.num_gpus}",
+        f"--temp-dir={temp_dir}",
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        "--disable-usage-stats",
+        "--log-style=record",
+        "--log-color=false",
+    ]
+    if spec.memory is not None:
+        args.append(f"--memory={spec.memory}")
+    if spec.object_store_memory is not None:
+        args.append(f"--object-store-memory={spec.object_store_memory}")
+    return args
+
+
+def _why(output: str) -> str:
+    """The most telling line of a failed ``ray start``."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and " INFO " not in line]
+    for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
+        for line in reversed(lines):
+            if needle in line:
+                return line[:500]
+    return lines[-1][:500] if lines else "no output"
+
+
+def _run_ray_start(args: list[str], timeout: float) -> int:
+    """Run one ``ray start`` in a new session; returns its process group id (== its pid)."""
+    proc = subprocess.Popen(
+        [ray_executable(), "start", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_environment(),
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_groups([proc.pid])
+        proc.communicate()
+        raise LaunchError(
+            f"`ray start` did not finish within {timeout:g} s; the machine may be overloaded. "
+            "Try again, or launch fewer nodes."
+        ) from None
+    if proc.returncode != 0:
+        _kill_groups([proc.pid])
+        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {_why(output)}")
+    return proc.pid
+
+
+def head_arguments(spec: NodeSpec, ip: str, temp_dir: str) -> tuple[list[str], int, int]:
+    """``ray start`` arguments of a head node, with its GCS and dashboard ports."""
+    gcs_port, dashboard_port = free_port(), free_port()
+    args = [
+        "--head",
+        f"--port={gcs_port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        "--include-dashboard=true",
+        f"--ray-client-server-port={free_port()}",
+        *_node_args(spec, ip, temp_dir),
+    ]
+    return args, gcs_port, dashboard_port
+
+
+def _start_worker(
+    spec: NodeSpec, address: str, ip: str, temp_dir: str, timeout: float, index: int
+) -> int:
+    """Start one worker node, trying twice: a busy GCS can miss a raylet's first registration."""
+    for attempt in (1, 2):
+        try:
+            return _run_ray_start(
+                [f"--address={address}", *_node_args(spec, ip, temp_dir)], timeout
+            )
+        except LaunchError as exc:
+            if attempt == 2:
+                raise LaunchError(f"Worker node {index + 1} did not start: {exc}") from None
+    raise AssertionError("unreachable")
+
+
+def launch(
+    head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
+) -> Launched:
+    """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
+    ip = node_ip()
+    Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    for attempt in (1, 2):
+        head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
+        try:
+            pgids = [_run_ray_start(head_args, timeout)]
+            break
+        except LaunchError as exc:
+            # Ports are picked free, but another program can take one before Ray binds it.
+            if attempt == 1 and "already in use" in str(exc):
+                continue
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
+        except BaseException:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
+    address = f"{ip}:{gcs_port}"
+    try:
+        # One after the other: on a small, busy machine parallel starts only make each slower.
+        for index, worker in enumerate(workers):
+            pgids.append(_start_worker(worker, address, ip, temp_dir, timeout, index))
+    except BaseException:
+        stop(pgids, temp_dir)
+        raise
+    return Launched(
+        gcs_address=address,
+        dashboard_url=f"http://127.0.0.1:{dashboard_port}",
+        temp_dir=temp_dir,
+        pgids=pgids,
+    )
+
+
+def _processes() -> dict[int, tuple[int, int, int]]:
+    """Every live (not zombie) process: pid -> (parent pid, process group, start time)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...; starttime is the 20th.
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if len(rest) > 19 and rest[0] not in ("Z", "X"):
+            table[int(entry.name)] = (int(rest[1]), int(rest[2]), int(rest[19]))
+    return table
+
+
+def _alive(ours: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Those of ``ours`` (pid, start time) still running: a reused pid is not ours."""
+    return {(pid, start) for pid, (_, _, start) in _processes().items()} & ours
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is ``pgid``."""
+    return [pid for pid, (_, group, _) in _processes().items() if group == pgid]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
+    """The groups that still hold a process of this cluster (one whose command names temp_dir).
+
+    A process group id can be reused once its processes are gone: a group with no process that
+    mentions the cluster's temp dir is somebody else's and is never signalled.
+    """
+    return [pgid for pgid in pgids if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))]
+
+
+def cluster_processes(pgids: list[int], temp_dir: str) -> set[tuple[int, int]]:
+    """Every live process of the cluster, as (pid, start time): its nodes' process groups and
+    all their descendants.
+
+    Ray starts each worker process (tasks, actors) in a process group of its own, under the
+    raylet; those are found as descendants, or, once orphaned, by the cluster's temp dir in their
+    command line (their raylet socket lives there).
+    """
+    table = _processes()
+    groups = set(owned_groups(pgids, temp_dir))
+    found = {pid for pid, (_, group, _) in table.items() if group in groups}
+    grew = True
+    while grew:
+        children = {pid for pid, (parent, _, _) in table.items() if parent in found} - found
+        found |= children
+        grew = bool(children)
+    if temp_dir:
+        found |= {pid for pid in table if pid not in found and temp_dir in _cmdline(pid)}
+    return {(pid, table[pid][2]) for pid in found}
+
+
+def _signal(ours: set[tuple[int, int]], sig: int) -> None:
+    for pid, _ in _alive(ours):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 30.0) -> list[int]:
+    """Stop every process of the cluster: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+    That is its nodes' process groups plus the worker processes Ray started under them (see
+    :func:`cluster_processes`); nothing else is signalled. Returns the pids still alive at the
+    end: an empty list is the proof that nothing is left.
+    """
+    groups = owned_groups(pgids, temp_dir)
+    ours = cluster_processes(pgids, temp_dir)
+    _kill_groups(groups, signal.SIGTERM)
+    _signal(ours, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(ours):
+        time.sleep(0.2)
+    _signal(ours, signal.SIGKILL)
+    _kill_groups(owned_groups(groups, temp_dir), signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while True:
+        # A process forked before the kill (a worker starting) is caught by the rescan.
+        late = cluster_processes(pgids, temp_dir) | _alive(ours)
+        if not late or time.monotonic() > deadline:
+            break
+        ours |= late
+        _signal(late, signal.SIGKILL)
+        time.sleep(0.2)
+    if not late:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return sorted(pid for pid, _ in late)

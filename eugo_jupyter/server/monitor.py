@@ -1,0 +1,201 @@
+"""What the panel shows about a cluster, read in the server: nodes, GPUs, task counts, waiting.
+
+Blocking functions (the manager runs them in a thread and caches the result). Nodes and pending
+demands come from the GCS through :func:`eugo_jupyter.hpc._raystate.snapshot`, the verdicts from
+:func:`eugo_jupyter.hpc._feasibility.waiting_from`, task counts from Ray's state API (which goes
+through the dashboard), GPUs through NVML for nodes on this machine.
+
+>>> read("192.0.2.2:6379", "http://127.0.0.1:8265")["tasks"]      # doctest: +SKIP
+{'pending': 0, 'running': 1, 'finished': 10000, 'failed': 0}
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+from typing import Any
+
+from ..hpc._feasibility import waiting_from
+from ..hpc._raystate import snapshot
+from ..hpc._session import use_token_auth
+
+__all__ = ["auth_headers", "dashboard_of", "empty", "reachable", "read"]
+
+_RUNNING = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
+_FINISHED = ("FINISHED",)
+_FAILED = ("FAILED",)
+
+
+def empty() -> dict[str, Any]:
+    """The monitoring part of a model before anything was read."""
+    return {
+        "nodes": [],
+        "resources": {"total": {}, "available": {}},
+        "tasks": {"pending": 0, "running": 0, "finished": 0, "failed": 0},
+        "waiting": [],
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _use_token_auth() -> None:
+    """Send the token this account's clusters use on our GCS and state API calls."""
+    use_token_auth()
+
+
+def auth_headers() -> dict[str, str]:
+    """The HTTP header that carries this account's Ray token to a dashboard (empty without)."""
+    _use_token_auth()
+    try:
+        from ray._private.authentication.http_token_authentication import (
+            get_auth_headers_if_auth_enabled,
+        )
+
+        return dict(get_auth_headers_if_auth_enabled({}))
+    except Exception:  # noqa: BLE001 - a Ray without token auth: no header
+        return {}
+
+
+def reachable(address: str, timeout: float = 3.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` (or ``ray://host:port``)."""
+    hostport = address.removeprefix("ray://")
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def dashboard_of(gcs_address: str, timeout: float = 5.0) -> str | None:
+    """The dashboard URL a cluster published in its GCS, or None if it has none."""
+    _use_token_auth()
+    try:
+        from ray._raylet import GcsClient
+
+        client = GcsClient(address=gcs_address)
+        value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout)
+    except Exception:  # noqa: BLE001 - a cluster without dashboard is still usable
+        return None
+    if not value:
+        return None
+    url = value.decode()
+    return url if "://" in url else f"http://{url}"
+
+
+def _local_ips() -> set[str]:
+    ips = {"127.0.0.1", "localhost"}
+    try:
+        import ray.util
+
+        ips.add(str(ray.util.get_node_ip_address()))
+    except Exception:  # noqa: BLE001, S110 - without it, only loopback nodes count as local
+        pass
+    return ips
+
+
+def _nvml_gpus() -> list[dict[str, Any]]:
+    """This machine's GPUs as NVML sees them; empty without a driver or a device."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVIDIA driver here
+        return []
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+            gpus.append(
+                {
+                    "index": index,
+                    "name": name.decode() if isinstance(name, bytes) else str(name),
+                    "memory_total": int(memory.total),
+                    "memory_used": int(memory.used),
+                    "utilization": float(util.gpu),
+                }
+            )
+        return gpus
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _task_counts(dashboard_url: str | None, timeout: int) -> dict[str, int]:
+    counts = {"pending": 0, "running": 0, "finished": 0, "failed": 0}
+    if not dashboard_url:
+        return counts
+    from ray.util.state import summarize_tasks
+
+    summary = summarize_tasks(address=dashboard_url, timeout=timeout, raise_on_missing_output=False)
+    groups = summary.get("cluster", {}).get("summary", {})
+    for group in groups.values():
+        for state, count in group.get("state_counts", {}).items():
+            if state in _RUNNING:
+                counts["running"] += int(count)
+            elif state in _FINISHED:
+                counts["finished"] += int(count)
+            elif state in _FAILED:
+                counts["failed"] += int(count)
+            else:
+                counts["pending"] += int(count)
+    return counts
+
+
+def _tasks_or_none(dashboard_url: str | None, timeout: int) -> dict[str, int] | None:
+    """Task counts, or None when the state API does not answer (the caller keeps the last ones)."""
+    try:
+        return _task_counts(dashboard_url, timeout)
+    except Exception:  # noqa: BLE001 - the dashboard may still be starting
+        return None
+
+
+def _sum(nodes: list[dict[str, Any]], key: str) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for node in nodes:
+        if node["alive"]:
+            for name, value in node[key].items():
+                total[name] = total.get(name, 0.0) + value
+    return total
+
+
+def read(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> dict[str, Any]:
+    """Nodes, summed resources, task counts and the waiting list of the cluster at an address.
+
+    Raises whatever Ray raises when the GCS does not answer; the manager turns it into a sentence.
+    """
+    _use_token_auth()
+    snap = snapshot(gcs_address, timeout=timeout)
+    local = _local_ips()
+    local_gpus: list[dict[str, Any]] | None = None
+    nodes = []
+    for node in snap.nodes:
+        gpus: list[dict[str, Any]] = []
+        declared = int(node.total.get("GPU", 0))
+        if node.alive and declared and node.address in local:
+            if local_gpus is None:
+                local_gpus = _nvml_gpus()
+            gpus = local_gpus[:declared]
+        nodes.append(
+            {
+                "node_id": node.node_id,
+                "address": node.address,
+                "is_head": node.is_head,
+                "alive": node.alive,
+                "resources_total": dict(node.total),
+                "resources_available": dict(node.available),
+                "gpus": gpus,
+            }
+        )
+    return {
+        "nodes": nodes,
+        "resources": {
+            "total": _sum(nodes, "resources_total"),
+            "available": _sum(nodes, "resources_available"),
+        },
+        "tasks": _tasks_or_none(dashboard_url, int(max(1, timeout))),
+        "waiting": [item.to_model() for item in waiting_from(snap)],
+    }

@@ -1,0 +1,151 @@
+"""HTTP for the EugoHPC Manager: tornado handlers under ``/eugo/`` that only translate to the manager.
+
+Bad input -> 400 with ``{"message": ...}``, unknown id -> 404, no authentication -> 403 (every
+verb is ``@tornado.web.authenticated``). The manager owns all state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tornado.web
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from ..exceptions import ClusterError, OptionsError
+from .manager import ClusterManager
+
+__all__ = ["setup_route_handlers"]
+
+_ID = r"(?P<cluster_id>[A-Za-z0-9][A-Za-z0-9_-]{0,63})"
+
+
+class _Base(APIHandler):
+    @property
+    def manager(self) -> ClusterManager:
+        return self.settings["eugo_cluster_manager"]  # type: ignore[no-any-return]
+
+    def _reply(self, model: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(model))
+
+    def _not_found(self, cluster_id: str) -> None:
+        raise tornado.web.HTTPError(
+            404, f"No cluster with id {cluster_id!r}; list them at GET /eugo/clusters."
+        )
+
+    def _body(self) -> Any:
+        try:
+            return json.loads(self.request.body or b"null")
+        except ValueError as exc:
+            raise tornado.web.HTTPError(400, f"The request body is not JSON: {exc}.") from None
+
+
+def _bad_request(exc: Exception) -> tornado.web.HTTPError:
+    return tornado.web.HTTPError(400, str(exc))
+
+
+class ClustersHandler(_Base):
+    """``GET /eugo/clusters`` lists; ``POST /eugo/clusters`` launches or connects (201)."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        self._reply(await self.manager.list_clusters())
+
+    @tornado.web.authenticated
+    async def post(self) -> None:
+        try:
+            model = await self.manager.create(self._body())
+        except (OptionsError, ClusterError) as exc:
+            raise _bad_request(exc) from None
+        self.set_header("Location", url_path_join(self.base_url, "eugo", "clusters", model["id"]))
+        self._reply(model, 201)
+
+
+class ClusterHandler(_Base):
+    """``GET /eugo/clusters/{id}`` reads; ``DELETE`` shuts down (or detaches) and answers 204."""
+
+    @tornado.web.authenticated
+    async def get(self, cluster_id: str) -> None:
+        model = await self.manager.get_cluster(cluster_id)
+        if model is None:
+            self._not_found(cluster_id)
+        self._reply(model)
+
+    @tornado.web.authenticated
+    async def delete(self, cluster_id: str) -> None:
+        try:
+            found = await self.manager.delete(cluster_id)
+        except ClusterError as exc:
+            raise tornado.web.HTTPError(500, str(exc)) from None
+        if not found:
+            self._not_found(cluster_id)
+        self.set_status(204)
+        self.finish()
+
+
+class ActivateHandler(_Base):
+    """``POST /eugo/clusters/{id}/activate``: new kernels use this cluster."""
+
+    @tornado.web.authenticated
+    async def post(self, cluster_id: str) -> None:
+        try:
+            model = await self.manager.activate(cluster_id)
+        except ClusterError as exc:
+            raise _bad_request(exc) from None
+        if model is None:
+            self._not_found(cluster_id)
+        self._reply(model)
+
+
+class DashboardHandler(JupyterHandler):
+    """``GET /eugo/clusters/{id}/dashboard/...``: Ray's dashboard, behind the server's auth.
+
+    The server adds Ray's token, so the browser needs neither the token nor Ray's port.
+    """
+
+    _COPIED = ("Content-Type", "Cache-Control", "ETag", "Last-Modified", "Content-Disposition")
+
+    @tornado.web.authenticated
+    async def get(self, cluster_id: str, path: str | None) -> None:
+        if not path:  # the dashboard's pages use relative links: they need the trailing slash
+            self.redirect(self.request.path + "/")
+            return
+        path = path[1:]
+        target = await self.settings["eugo_cluster_manager"].dashboard_target(cluster_id)
+        if target is None:
+            raise tornado.web.HTTPError(404, f"No cluster with id {cluster_id!r} has a dashboard.")
+        base, headers = target
+        url = f"{base}/{path}" + (f"?{self.request.query}" if self.request.query else "")
+        request = HTTPRequest(url, headers=headers, request_timeout=30, follow_redirects=False)
+        response = await AsyncHTTPClient().fetch(request, raise_error=False)
+        if response.code == 599:
+            raise tornado.web.HTTPError(
+                502, f"The cluster's dashboard does not answer: {response.error}"
+            )
+        self.set_status(response.code, response.reason)
+        for name in self._COPIED:
+            if name in response.headers:
+                self.set_header(name, response.headers[name])
+        self.finish(response.body or b"")
+
+
+def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
+    """Mount the ``/eugo/`` routes on a Jupyter server's tornado application."""
+    base_url = web_app.settings["base_url"]
+    web_app.settings["eugo_cluster_manager"] = manager
+    web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base_url, "eugo", "clusters") + r"/?", ClustersHandler),
+            (url_path_join(base_url, "eugo", "clusters", _ID) + r"/?", ClusterHandler),
+            (url_path_join(base_url, "eugo", "clusters", _ID, "activate") + r"/?", ActivateHandler),
+            (
+                url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?",
+                DashboardHandler,
+            ),
+        ],
+    )

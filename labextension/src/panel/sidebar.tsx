@@ -1,0 +1,100 @@
+// The left sidebar widget: header, launch and connect forms, and one card per cluster.
+import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
+import { refreshIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { CommandIDs } from '../commands';
+import { eugoIcon } from '../icon';
+import { ClusterStore } from '../model';
+import { ClusterCard } from './card';
+import { ConnectForm } from './connect';
+import { LaunchForm } from './launch';
+
+export const SIDEBAR_ID = 'eugo-hpc-manager';
+
+export class ClusterSidebar extends ReactWidget {
+  constructor(
+    private readonly _store: ClusterStore,
+    private readonly _commands: CommandRegistry
+  ) {
+    super();
+    this.id = SIDEBAR_ID;
+    this.addClass('eugo-Sidebar');
+    this.title.icon = eugoIcon;
+    this.title.caption = 'EugoHPC Manager';
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._store.setVisible(true);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._store.setVisible(false);
+  }
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this._store.changed} initialSender={this._store}>
+        {() => <SidebarBody store={this._store} commands={this._commands} />}
+      </UseSignal>
+    );
+  }
+}
+
+interface IBodyProps {
+  store: ClusterStore;
+  commands: CommandRegistry;
+}
+
+function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
+  const clusters = store.clusters;
+  return (
+    <div className="eugo-Sidebar-body">
+      <header className="eugo-Sidebar-header">
+        <eugoIcon.react tag="span" className="eugo-Sidebar-logo" />
+        <h2 className="eugo-Sidebar-title">EugoHPC Manager</h2>
+        <ToolbarButtonComponent
+          icon={refreshIcon}
+          tooltip="Refresh now"
+          onClick={() => void commands.execute(CommandIDs.refresh)}
+        />
+      </header>
+      {store.loadError && (
+        <div className="eugo-Notice eugo-mod-error" role="status">
+          Cannot list clusters: {store.loadError}. Retrying with backoff.
+        </div>
+      )}
+      <details className="eugo-Section" open={clusters.length === 0}>
+        <summary className="eugo-Section-title">Launch a local cluster</summary>
+        <LaunchForm commands={commands} />
+      </details>
+      <details className="eugo-Section">
+        <summary className="eugo-Section-title">Connect to a cluster</summary>
+        <ConnectForm commands={commands} />
+      </details>
+      <section className="eugo-ClusterList" aria-label="Clusters">
+        <h3 className="eugo-Section-heading">Clusters</h3>
+        {store.loading && clusters.length === 0 && (
+          <p className="eugo-Empty">Loading clusters…</p>
+        )}
+        {!store.loading && clusters.length === 0 && (
+          <p className="eugo-Empty">
+            No cluster yet. Launch one above, or notebooks use an embedded local Ray.
+          </p>
+        )}
+        {clusters.map(cluster => (
+          <ClusterCard
+            key={cluster.id}
+            cluster={cluster}
+            busy={store.isBusy(cluster.id)}
+            commands={commands}
+          />
+        ))}
+      </section>
+    </div>
+  );
+}

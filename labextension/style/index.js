@@ -1,0 +1,2 @@
+import './base.css';
+import './card.css';

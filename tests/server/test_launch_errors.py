@@ -1,0 +1,67 @@
+"""A launch that cannot start says why, in the cluster's model or as an error, and leaves nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eugo_jupyter.server import launcher
+
+
+async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(
+    jp_fetch: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A server whose environment has no `ray` command (nothing beside its Python, nothing on PATH).
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    body = {"kind": "local", "name": "no ray", "head": {"num_cpus": 1}}
+    model = json.loads(
+        (await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))).body
+    )
+    deadline = time.monotonic() + 60
+    while model["status"] == "starting":
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+        model = json.loads((await jp_fetch("eugo", "clusters", model["id"])).body)
+    assert model["status"] == "error"
+    assert "The `ray` command was not found" in model["error"]
+    assert "pip install 'ray[default]'" in model["error"]
+    assert not Path(f"/tmp/eugo-{model['id']}").exists()
+    response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert response.code == 204
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
+
+
+def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        temp_dir = f"/tmp/eugo-t-{port}"
+        with pytest.raises(launcher.LaunchError) as info:
+            launcher._run_ray_start(
+                ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+                 f"--temp-dir={temp_dir}"],
+                timeout=240,
+            )  # fmt: skip
+    assert "already in use" in str(info.value) or str(port) in str(info.value)
+    leftovers = [
+        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and temp_dir in _cmdline(p)
+    ]
+    assert leftovers == []
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,113 @@
+"""The REST contract without a cluster: bad input gets 400 with a sentence, unknown ids 404,
+requests without credentials 403."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+
+async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*parts, **kwargs)
+    body = info.value.response.body if info.value.response is not None else b""
+    try:
+        message = json.loads(body).get("message", "")
+    except ValueError:
+        message = body.decode(errors="replace")
+    return info.value.code, message
+
+
+async def test_no_clusters_at_first(jp_fetch: Any) -> None:
+    response = await jp_fetch("eugo", "clusters")
+    assert response.code == 200
+    assert json.loads(response.body) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"kind": "local", "head": {"num_cpus": -1}}, "head.num_cpus=-1 is out of range"),
+        ({"kind": "local", "head": {"num_cpus": "two"}}, "give a whole number from 0 to 1024"),
+        ({"kind": "local", "head": {"num_gpus": 1.5}}, "head.num_gpus=1.5 is not allowed"),
+        ({"kind": "local", "head": {"num_cpus": 1, "cores": 2}}, "Unknown key 'cores' in head"),
+        ({"kind": "local", "bogus": 1}, "Unknown key 'bogus'"),
+        ({"kind": "local", "name": "../etc/passwd"}, "name='../etc/passwd' is not allowed"),
+        ({"kind": "local", "workers": {"num_cpus": 1}}, "workers must be a list"),
+        ({"kind": "local", "workers": [{"num_cpus": 0}]}, "workers[0] offers nothing"),
+        ({"kind": "local", "workers": [{"num_cpus": 1}] * 33}, "at most 32"),
+        ({"kind": "local", "lifetime": "forever"}, "lifetime='forever' is not allowed"),
+        ({"kind": "local", "head": {"memory": "lots"}}, "head.memory='lots' is not allowed"),
+        ({"kind": "connect", "address": "not an address"}, "give host:port of the head's GCS"),
+        ({"kind": "connect", "address": "10.0.0.5:99999"}, "is not allowed"),
+        ({"kind": "connect"}, "address=None is not allowed"),
+        ({"kind": "teleport"}, "kind='teleport' is not allowed"),
+        (["local"], "must be a JSON object"),
+    ],
+)
+async def test_bad_input_is_400_with_a_message(jp_fetch: Any, body: object, says: str) -> None:
+    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    assert code == 400
+    assert says in message
+
+
+async def test_body_that_is_not_json_is_400(jp_fetch: Any) -> None:
+    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body="{kind: local")
+    assert code == 400
+    assert "not JSON" in message
+
+
+async def test_unreachable_address_is_a_clear_400(jp_fetch: Any) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    body = json.dumps({"kind": "connect", "address": f"127.0.0.1:{port}"})
+    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=body)
+    assert code == 400
+    assert f"No Ray cluster answers at 127.0.0.1:{port}" in message
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", ("eugo", "clusters", "c-nothere"), None),
+        ("DELETE", ("eugo", "clusters", "c-nothere"), None),
+        ("POST", ("eugo", "clusters", "c-nothere", "activate"), "{}"),
+    ],
+)
+async def test_unknown_id_is_404(
+    jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
+) -> None:
+    code, message = await _error(jp_fetch, *path, method=method, **({"body": body} if body else {}))
+    assert code == 404
+    assert "No cluster with id 'c-nothere'" in message
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", ("eugo", "clusters"), None),
+        ("POST", ("eugo", "clusters"), json.dumps({"kind": "local"})),
+        ("GET", ("eugo", "clusters", "c-1"), None),
+        ("DELETE", ("eugo", "clusters", "c-1"), None),
+        ("POST", ("eugo", "clusters", "c-1", "activate"), "{}"),
+    ],
+)
+async def test_no_credentials_is_403(
+    jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
+) -> None:
+    code, _ = await _error(
+        jp_fetch,
+        *path,
+        method=method,
+        headers={"Authorization": ""},
+        **({"body": body} if body else {}),
+    )
+    assert code == 403
+    # and nothing was launched by the refused POST
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
