@@ -150,6 +150,7 @@ def switch_theme(page: Any, theme: str) -> None:
         ".trim() !== before",
         arg=before,
     )
+    page.locator("#jupyterlab-splash").wait_for(state="detached")  # the theme-change splash
 
 
 def test_launch_monitor_infeasible_banner_and_shutdown(page: Any, lab: Any, artifacts: Path) -> None:
