@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+# pytest-jupyter's server fixtures (jp_fetch...) for tests/server. Plugins must be declared here,
+# at the top, and are active for every test; tests/ui/conftest.py opts out of its event loop.
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

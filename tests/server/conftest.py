@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("pytest_jupyter.jupyter_server",)
-
 _TOKEN = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
 
 

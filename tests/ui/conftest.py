@@ -30,6 +30,23 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 STARTUP_DEADLINE_S = 300
 
 
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[Any]:
+    """Opt out of pytest-jupyter's shared event loop: these tests start `jupyter lab` as a
+    process, and Playwright's sync API runs a loop of its own that must not be closed under it."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> Iterator[None]:
+    """No in-process Jupyter server to clean up here (see jp_asyncio_loop)."""
+    yield
+
+
 @dataclass
 class Lab:
     """A running JupyterLab: its base URL, token and a small authenticated REST client."""
