@@ -32,7 +32,11 @@ def _diagnose(options: dict[str, Any]) -> str | None:
     snap = _checks.current_snapshot()
     if snap is None:
         return None
-    return _checks.infeasible_message(_options.request_of(_options.validate_options(options)), snap)
+    try:
+        checked = _options.validate_options(options)  # gpu_memory is sized on the cluster here
+    except OptionsError as exc:
+        return str(exc)
+    return _checks.infeasible_message(_options.request_of(checked), snap)
 
 
 class ResourceOptions(widgets.VBox):
@@ -55,11 +59,23 @@ class ResourceOptions(widgets.VBox):
     memory = traitlets.Unicode(
         None, allow_none=True, help='Memory one call reserves: bytes or "4GB", "512MiB"; None for no reservation.'
     )
+    gpu_memory = traitlets.Unicode(
+        None,
+        allow_none=True,
+        help='GPU memory one call needs ("6GB"); when set, num_gpus is sized from the cluster\'s GPUs.',
+    )
     value = traitlets.Dict(read_only=True, help="The options dict: f.options(**w.value), %%distribute --options w.")
     code = traitlets.Unicode(read_only=True, help="The equivalent call-site code.")
     warning = traitlets.Unicode("", read_only=True, help="Why the choice cannot run (input or cluster), or ''.")
 
-    def __init__(self, num_cpus: float = 1, num_gpus: float = 0, memory: str | int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_cpus: float = 1,
+        num_gpus: float = 0,
+        memory: str | int | None = None,
+        gpu_memory: str | int | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._cpu_box = widgets.BoundedFloatText(min=0, max=1e6, step=1, description="CPUs", layout={"width": "180px"})
         self._gpu_box = widgets.BoundedFloatText(min=0, max=1e4, step=0.25, description="GPUs", layout={"width": "180px"})
         self._gpu_buttons = [
@@ -67,13 +83,16 @@ class ResourceOptions(widgets.VBox):
             for f in GPU_FRACTIONS
         ]
         self._memory_box = widgets.Text(placeholder='e.g. 4GB, 512MiB', description="Memory", layout={"width": "240px"})
+        self._gpu_memory_box = widgets.Text(
+            placeholder="e.g. 6GB (sizes GPUs)", description="GPU memory", layout={"width": "240px"}
+        )
         self._code_view = widgets.HTML()
         self._warning_view = widgets.HTML()
         super().__init__(
             children=[
                 widgets.HBox([self._cpu_box]),
                 widgets.HBox([self._gpu_box, *self._gpu_buttons]),
-                widgets.HBox([self._memory_box]),
+                widgets.HBox([self._memory_box, self._gpu_memory_box]),
                 self._code_view,
                 self._warning_view,
             ],
@@ -84,9 +103,14 @@ class ResourceOptions(widgets.VBox):
         self.memory = None if memory is None else str(memory)
         self._cpu_box.value, self._gpu_box.value = self.num_cpus, self.num_gpus
         self._memory_box.value = self.memory or ""
+        self.gpu_memory = None if gpu_memory is None else str(gpu_memory)
+        self._gpu_memory_box.value = self.gpu_memory or ""
         self._cpu_box.observe(lambda ch: self._from_input("num_cpus", ch["new"]), "value")
         self._gpu_box.observe(lambda ch: self._from_input("num_gpus", ch["new"]), "value")
         self._memory_box.observe(lambda ch: self._from_input("memory", ch["new"].strip() or None), "value")
+        self._gpu_memory_box.observe(
+            lambda ch: self._from_input("gpu_memory", ch["new"].strip() or None), "value"
+        )
         for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS):
             button.on_click(lambda _b, f=fraction: self._set_gpus(f))
         self._refresh()
@@ -111,7 +135,18 @@ class ResourceOptions(widgets.VBox):
     def _valid_memory(self, proposal: Any) -> str | None:
         return None if proposal["value"] is None else self._check("memory", proposal["value"])
 
-    @traitlets.observe("num_cpus", "num_gpus", "memory")
+    @traitlets.validate("gpu_memory")
+    def _valid_gpu_memory(self, proposal: Any) -> str | None:
+        value = proposal["value"]
+        if value is None:
+            return None
+        try:  # the format only: sizing needs the cluster, which a widget never connects to
+            _options.parse_memory(value, "gpu_memory")
+        except OptionsError as exc:
+            raise traitlets.TraitError(str(exc)) from None
+        return value
+
+    @traitlets.observe("num_cpus", "num_gpus", "memory", "gpu_memory")
     def _changed(self, _change: Any) -> None:
         if hasattr(self, "_code_view"):
             self._cpu_box.value, self._gpu_box.value = self.num_cpus, self.num_gpus
@@ -129,7 +164,9 @@ class ResourceOptions(widgets.VBox):
 
     def _refresh(self) -> None:
         options: dict[str, Any] = {"num_cpus": _number(self.num_cpus)}
-        if self.num_gpus:
+        if self.gpu_memory:
+            options["gpu_memory"] = self.gpu_memory  # becomes num_gpus when the call is made
+        elif self.num_gpus:
             options["num_gpus"] = _number(self.num_gpus)
         if self.memory:
             options["memory"] = self.memory

@@ -97,3 +97,24 @@ def test_widgets_load_lazily_and_workers_import_no_jupyter() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[]", "True"]
+
+
+def test_gpu_memory_replaces_the_gpu_count_and_checks_its_format() -> None:
+    from eugo_jupyter.widgets import ResourceOptions
+
+    w = ResourceOptions(num_cpus=2, num_gpus=0.5, gpu_memory="6GB")
+    assert w.value == {"num_cpus": 2, "gpu_memory": "6GB"}
+    assert w.code == ".options(num_cpus=2, gpu_memory='6GB')"
+    with pytest.raises(traitlets.TraitError, match="gpu_memory='lots' is not allowed"):
+        w.gpu_memory = "lots"
+    w._gpu_memory_box.value = "a lot"  # typed in the box: shown, not raised
+    assert "gpu_memory='a lot' is not allowed" in w.warning
+    w.gpu_memory = None
+    assert w.value == {"num_cpus": 2, "num_gpus": 0.5}
+
+
+def test_gpu_memory_on_a_cluster_without_gpus_warns_live(ray_local: object) -> None:
+    from eugo_jupyter.widgets import ResourceOptions
+
+    w = ResourceOptions(gpu_memory="6GB")
+    assert "needs a GPU node, and no node in this cluster has a GPU" in w.warning
