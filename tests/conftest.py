@@ -63,7 +63,13 @@ def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[A
     import eugo_jupyter as eugo
     from ray.cluster_utils import Cluster
 
+    from eugo_jupyter.hpc._session import use_token_auth
+
     _shutdown()
+    # Start the nodes in the auth mode a kernel connects with (as `ray start` does when this
+    # account has a Ray token): a driver sending tokens to nodes that expect none sees its own
+    # objects' owner "die".
+    use_token_auth()
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
