@@ -129,17 +129,41 @@ def test_task_exception_reaches_the_caller_as_its_own_type(ray_local: Any) -> No
         eugo.hpc.get(boom())
 
 
-def test_wait_and_as_completed(ray_local: Any) -> None:
-    @eugo.hpc.distribute
-    def nap(seconds: float) -> float:
-        time.sleep(seconds)
-        return seconds
+@eugo.hpc.distribute(num_cpus=0)
+class Latch:
+    """Held closed by the test, so 'slow' means 'not finished until the test says so'."""
 
-    slow, fast = nap(3.0), nap(0.0)
+    def __init__(self) -> None:
+        self.open = False
+
+    def release(self) -> None:
+        self.open = True
+
+    def is_open(self) -> bool:
+        return self.open
+
+
+@eugo.hpc.distribute
+def after(latch: Any, value: float) -> float:
+    while not eugo.hpc.get(latch.is_open()):
+        time.sleep(0.05)
+    return value
+
+
+def test_wait_and_as_completed(ray_local: Any) -> None:
+    latch = Latch()
+    slow, fast = after(latch, 3.0), square(0)
     done, pending = eugo.hpc.wait([slow, fast], num_returns=1)
     assert done == [fast] and pending == [slow]
-    order = [eugo.hpc.get(f) for f in eugo.hpc.as_completed([nap(2.0), nap(0.0)])]
-    assert order == [0.0, 2.0]
+
+    second_latch = Latch()
+    order = []
+    for fut in eugo.hpc.as_completed([after(second_latch, 2.0), square(0)]):
+        order.append(eugo.hpc.get(fut))
+        eugo.hpc.get(second_latch.release())  # the held call may finish only after the first
+    assert order == [0, 2.0]
+    eugo.hpc.get(latch.release())
+    assert eugo.hpc.get(slow) == 3.0
     assert eugo.hpc.wait([]) == ([], [])
 
 
@@ -154,17 +178,18 @@ def test_put_once_share_many(ray_local: Any) -> None:
 
 
 def test_cancel_a_queued_task(ray_local: Any) -> None:
-    @eugo.hpc.distribute
-    def hold(seconds: float) -> float:
-        time.sleep(seconds)
-        return seconds
-
-    blockers = [hold.options(num_cpus=2)(30)]
-    queued = hold(0)
+    latch = Latch()
+    blocker = after.options(num_cpus=2)(latch, 1.0)
+    deadline = time.monotonic() + 120
+    while eugo.hpc.cluster().available("CPU") > 0:  # until the blocker holds both CPUs
+        assert time.monotonic() < deadline, "the blocking task never started"
+        time.sleep(0.2)
+    queued = square(3)
     eugo.hpc.cancel(queued)
     with pytest.raises(ray.exceptions.TaskCancelledError):
         eugo.hpc.get(queued, timeout=60)
-    eugo.hpc.cancel(blockers, force=True)
+    eugo.hpc.get(latch.release())
+    assert eugo.hpc.get(blocker) == 1.0
 
 
 def test_progress_bar_in_a_script_only_when_asked(
