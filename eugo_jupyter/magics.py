@@ -359,11 +359,18 @@ class EugoMagics(Magics):
         import time
 
         import ray
+        from ray.exceptions import GetTimeoutError as RayGetTimeoutError
         from ray.exceptions import RayTaskError
 
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while not run.ready(_POLL):
+            # One get per poll (not a wait, then a get): a quick cell costs one round trip.
+            while True:
+                try:
+                    value, payload = ray.get([run.value_ref, run.payload_ref], timeout=_POLL)
+                    break
+                except RayGetTimeoutError:
+                    pass
                 self._emit(run.read_output())
                 if deadline is not None and time.monotonic() > deadline:
                     diagnosis = _futures.diagnose([run.value_ref])
@@ -378,8 +385,6 @@ class EugoMagics(Magics):
             run.cancel()
             print("Interrupted: the cell's task was cancelled on the cluster.", file=sys.stderr)
             raise
-        try:
-            value, payload = ray.get([run.value_ref, run.payload_ref])
         except RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if not isinstance(cause, _cells.CellError):
