@@ -8,13 +8,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
 from . import _checks, _distribute, _session, _submissions
-from ._feasibility import describe_request, fix_for, infeasible_reason
-from ._progress import in_notebook, make_bar
+from ._feasibility import describe_request
+from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["as_completed", "cancel", "get", "put", "wait"]
 
-#: A bar appears only once a wait has lasted this long (seconds).
-PROGRESS_AFTER = 2.0
 
 #: Called with the list of futures after ``get`` returned their values; the cell magics bind the
 #: names of a finished ``%%distribute --no-block`` cell here.
@@ -42,11 +40,9 @@ def diagnose(pending: Sequence[Any]) -> str:
             lines.append(f"- {calls}: still running or queued.")
             continue
         asks = f"({describe_request(request)})"
-        reason = infeasible_reason(request, snap.alive_nodes) if snap else None
-        if reason is not None:
-            lines.append(
-                f"- {calls} {asks}: will never start: {reason}. Fix: {fix_for(request, snap.alive_nodes)}."  # type: ignore[union-attr]
-            )
+        never = _checks.infeasible_message(request, snap) if snap else None
+        if never is not None:
+            lines.append(f"- {calls} {asks}: will never start: {never}")
         elif key in waiting_shapes:
             lines.append(f"- {calls} {asks}: queued; the resources exist but are busy.")
         else:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from ..exceptions import MapItemError, OptionsError, SerializationError
 from . import _distribute, _session, _submissions
 from ._options import request_of, validate_options
-from ._progress import in_notebook, make_bar
+from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["map"]
 
@@ -36,8 +36,6 @@ R = TypeVar("R")
 TARGET_S = 0.05
 #: Batches per slot kept in flight (submitted but not collected).
 IN_FLIGHT_PER_SLOT = 3
-#: A bar appears after this many seconds when ``progress`` is None in a notebook.
-PROGRESS_AFTER = 2.0
 _MAX_BATCH = 200_000
 
 _repr = reprlib.Repr()

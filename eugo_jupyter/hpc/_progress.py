@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["in_notebook", "make_bar"]
+__all__ = ["PROGRESS_AFTER", "in_notebook", "make_bar"]
+
+#: A bar appears only once a wait has lasted this long (seconds): get, map.
+PROGRESS_AFTER = 2.0
 
 
 def in_notebook() -> bool:
