@@ -7,27 +7,43 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- OptionsError (ValueError)          a resource option the scheduler cannot accept
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
+     |    +-- LaunchError                   a node of a launched cluster did not start
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- ConflictError (RuntimeError)       a profile or an audit is already active (no nesting)
+     +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
+     |                                      the cell's traceback and what it bound)
+     +-- RemoteCellError (RuntimeError)     the cell's exception could not travel back as itself
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
 
 Messages say what happened and what to do about it.
+
+>>> issubclass(OptionsError, ValueError), issubclass(LaunchError, ClusterError)
+(True, True)
+>>> str(CellError({"text": "Traceback ...\nZeroDivisionError: division by zero"})).splitlines()[-1]
+'ZeroDivisionError: division by zero'
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "CellError",
     "ClusterError",
+    "ConflictError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
+    "LaunchError",
     "MapItemError",
     "OptionsError",
+    "RemoteCellError",
     "SerializationError",
 ]
 
@@ -48,6 +64,10 @@ class ClusterError(EugoError, RuntimeError):
     """There is no cluster to talk to, or the session is attached to a different one."""
 
 
+class LaunchError(ClusterError):
+    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+
+
 class InfeasibleRequestError(EugoError, RuntimeError):
     """No alive node can ever satisfy a resource request, so waiting would never end."""
 
@@ -66,13 +86,43 @@ class MapItemError(EugoError, RuntimeError):
     original exception (when it could travel back from the worker) is the ``__cause__``.
     """
 
-    def __init__(self, message: str, index: int | None = None, item_repr: str | None = None) -> None:
+    def __init__(
+        self, message: str, index: int | None = None, item_repr: str | None = None
+    ) -> None:
         super().__init__(message)
         self.index = index
         self.item_repr = item_repr
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self), self.index, self.item_repr))
+
+
+class ConflictError(EugoError, RuntimeError):
+    """Something that does not nest is already active (a profile, a GPU-use audit)."""
+
+
+class CellError(EugoError, RuntimeError):
+    """Raised by a ``%%distribute`` cell's task when the cell's code raised.
+
+    ``info`` carries what the kernel needs (frames, the exception if it pickles, the output tail,
+    the names bound before the error). Its text is the cell's own traceback, so
+    ``eugo.hpc.get(fut)`` on a ``--no-block`` cell says what went wrong; the magic re-raises the
+    original exception with the cell's line numbers.
+    """
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("text", "the cell raised an exception"))
+        self.info = info
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CellError, (self.info,))
+
+    def __str__(self) -> str:
+        return str(self.info.get("text", ""))
+
+
+class RemoteCellError(EugoError, RuntimeError):
+    """The cell raised an exception that could not be sent back as itself (only its text came)."""
 
 
 class EugoWarning(UserWarning):

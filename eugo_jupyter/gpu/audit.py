@@ -33,7 +33,9 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from ..hpc import _distribute, _session
+from .. import _nvml
+from .._units import format_bytes
+from ..hpc._internal import ensure, hooks
 from .probe import GPU_LIBRARIES
 
 __all__ = ["AuditSummary", "GPUAudit", "audit", "audit_records"]
@@ -74,12 +76,9 @@ def _torch_cuda() -> Any:
 
 def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     """NVML's view of this process on its devices: seen, its memory, the devices' total memory."""
-    try:
-        import pynvml as nvml
-
-        nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001
-        return {"error": str(exc)}
+    nvml, error = _nvml.start()
+    if nvml is None:
+        return {"error": error}
     try:
         visible = [v.strip() for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
         handles = []
@@ -99,10 +98,7 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return {"error": str(exc)}
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+        _nvml.stop(nvml)
 
 
 def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> dict[str, Any]:
@@ -219,8 +215,8 @@ class AuditSummary:
             )
         for r in self.over_share:
             lines.append(
-                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {r['peak_memory'] / 2**30:.2f} "
-                f"GiB exceeds its share {r['share_memory'] / 2**30:.2f} GiB "
+                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {format_bytes(r['peak_memory'])} "
+                f"exceeds its share {format_bytes(r['share_memory'])} "
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:
@@ -255,12 +251,12 @@ class GPUAudit:
         global _latest
         import ray
 
-        if _distribute._audit_hook is not None:
-            raise RuntimeError("A GPU-use audit is already active; audits do not nest.")
-        _session.ensure()
+        if hooks.audit is not None:  # checked first: nothing is started for a refused audit
+            hooks.set_audit(self._submit)  # raises ConflictError
+        ensure()
         self._collector = ray.remote(num_cpus=0)(_Collector).remote()
         self._remote = ray.remote(_run_audited)
-        _distribute._audit_hook = self._submit
+        hooks.set_audit(self._submit)
         self.active = True
         _latest = self
         return self
@@ -268,7 +264,7 @@ class GPUAudit:
     def stop(self) -> None:
         """Stop auditing new calls; calls already running still report."""
         if self.active:
-            _distribute._audit_hook = None
+            hooks.set_audit(None)
             self.active = False
 
     def __enter__(self) -> "GPUAudit":

@@ -12,20 +12,12 @@ import pickle
 from typing import Any, Callable, Mapping, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _session, _submissions
-from ._options import request_of, validate_options
+from . import _checks, _hooks, _session, _submissions
+from ._options import request_of, resolve_options
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
 
 T = TypeVar("T")
-
-#: The active run recorder (``eugo.hpc.profile()``), else None. Checked once per call so that
-#: submitting costs nothing extra when no profile is recording.
-_recorder: Any = None
-#: Set only while ``eugo.gpu.audit()`` is active: submits calls that request GPUs in its place,
-#: so it can measure them. ``None`` otherwise, which costs each call one global lookup.
-_audit_hook: Callable[[Callable[..., Any], "_Submitter", tuple, dict], Any] | None = None
-
 
 def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
     """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
@@ -72,7 +64,7 @@ class DistributedFunction:
             )
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._defaults = validate_options(options or {}, "task")
+        self._defaults = resolve_options(options or {}, "task")
         self._default = _Submitter(self._label, self._defaults, "task")
         self._remote: Any = None
         self._default_remote: Any = None
@@ -102,12 +94,14 @@ class DistributedFunction:
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
         try:
-            if _audit_hook is not None and "GPU" in submitter.request:
+            # The profile and the audit plug in through _hooks (None costs one lookup each).
+            audit, recorder = _hooks.audit, _hooks.recorder
+            if audit is not None and "GPU" in submitter.request:
                 # The audit measures GPU calls; a profile running at the same time sees them
                 # through the audit's records instead of its own timing.
-                refs = _audit_hook(self._fn, submitter, args, kwargs)
-            elif _recorder is not None:
-                refs = _recorder.submit(
+                refs = audit(self._fn, submitter, args, kwargs)
+            elif recorder is not None:
+                refs = recorder.submit(
                     submitter.name, self._fn, submitter.options, submitter.request, args, kwargs
                 )
             else:
@@ -132,7 +126,7 @@ class DistributedFunction:
         >>> heavy = square.options(num_cpus=4, num_gpus=0.25)   # doctest: +SKIP
         >>> fut = heavy(3)                                      # doctest: +SKIP
         """
-        merged = {**self._defaults, **validate_options(options, "task")}
+        merged = {**self._defaults, **resolve_options(options, "task")}
         return BoundCall(self, merged)
 
     def local(self, *args: Any, **kwargs: Any) -> Any:
@@ -226,7 +220,7 @@ class DistributedClass:
     def __init__(self, cls: type, options: Mapping[str, Any] | None = None) -> None:
         functools.update_wrapper(self, cls, updated=())
         self._cls = cls
-        self._defaults = validate_options(options or {}, "actor")
+        self._defaults = resolve_options(options or {}, "actor")
         self._remote: Any = None
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -260,7 +254,7 @@ class DistributedClass:
 
     def options(self, **options: Any) -> Callable[..., ActorProxy]:
         """Per-actor resources: ``Counter.options(num_cpus=1)()``."""
-        merged = {**self._defaults, **validate_options(options, "actor")}
+        merged = {**self._defaults, **resolve_options(options, "actor")}
 
         def create(*args: Any, **kwargs: Any) -> ActorProxy:
             return self._create(merged, args, kwargs)
@@ -289,7 +283,7 @@ def distribute(target: Any = None, **options: Any) -> Any:
     3
     """
     if target is None:
-        validate_options(options)  # fail at the decorator line, not at the first call
+        resolve_options(options)  # fail at the decorator line, not at the first call
         return functools.partial(distribute, **options)
     if isinstance(target, (DistributedFunction, DistributedClass)):
         if not options:

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _distribute, _session, _submissions
+from . import _checks, _hooks, _session, _submissions
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["as_completed", "cancel", "get", "put", "wait"]
-
-
-#: Called with the list of futures after ``get`` returned their values; the cell magics bind the
-#: names of a finished ``%%distribute --no-block`` cell here.
-get_hooks: list[Callable[[list[Any]], None]] = []
 
 
 def _as_list(futures: Any) -> tuple[list[Any], bool]:
@@ -75,7 +70,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     _session.ensure()
     refs, many = _as_list(futures)
     show = progress if progress is not None else in_notebook()
-    recorder = _distribute._recorder
+    recorder = _hooks.recorder
     began = time.time() if recorder is not None else 0.0
     try:
         if many and show and len(refs) > 1:
@@ -88,8 +83,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
-    for hook in get_hooks:
-        hook(refs)
+    _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
 
 

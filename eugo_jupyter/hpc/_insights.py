@@ -23,6 +23,7 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
+from .._units import format_bytes
 from ._feasibility import describe_request
 
 __all__ = ["analyze", "findings", "function_stats"]
@@ -265,13 +266,13 @@ def _large_arguments(model: Mapping[str, Any]) -> list[dict[str, str]]:
             if len(args) < LARGE_ARG_MIN_CALLS:
                 continue
             arg = args[0]
-            size = arg["bytes"] / 1e6
+            size = arg["bytes"]
             out.append(
                 _finding(
                     "large_argument",
                     name,
-                    f"The same {size:.1f} MB argument {arg['name']!r} ({arg['type']}) was "
-                    f"serialized into {len(args)} calls of {name}: {size * len(args):.0f} MB "
+                    f"The same {format_bytes(size)} argument {arg['name']!r} ({arg['type']}) was "
+                    f"serialized into {len(args)} calls of {name}: {format_bytes(size * len(args))} "
                     "copied into the object store instead of once.",
                     f"Store it once and pass the future: ref = eugo.hpc.put({arg['name']}), then "
                     f"{name}(ref, ...) (or eugo.hpc.map({name}, items, "

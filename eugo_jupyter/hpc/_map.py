@@ -23,8 +23,8 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _distribute, _session, _submissions
-from ._options import request_of, validate_options
+from . import _distribute, _hooks, _session, _submissions
+from ._options import request_of, resolve_options
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["map"]
@@ -122,7 +122,7 @@ def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], st
     if not callable(fn):
         raise TypeError(f"eugo.hpc.map needs a function as its first argument, not {type(fn).__name__}.")
     label = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    merged = {**defaults, **validate_options(options, "task")}
+    merged = {**defaults, **resolve_options(options, "task")}
     if merged.get("num_returns", 1) != 1:
         raise OptionsError("num_returns= is not allowed in eugo.hpc.map: each item returns one result.")
     return fn, label, merged
@@ -259,7 +259,7 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
         if size == 0:
             return False
         batch = [buffer.popleft() for _ in range(size)]
-        recorder = _distribute._recorder
+        recorder = _hooks.recorder
         try:
             if recorder is None:
                 ref = remote.remote(box, next_index, batch)

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from . import _distribute, _session
+from .._units import format_bytes
+from . import _hooks, _session
 from ._insights import analyze
 
 __all__ = ["Report", "Run", "profile"]
@@ -84,19 +85,14 @@ class Run:
     def __enter__(self) -> "Run":
         import ray
 
-        if _distribute._recorder is not None:
-            raise RuntimeError(
-                "A profile is already recording; end that `with eugo.hpc.profile()` block "
-                "before starting another."
-            )
         _session.ensure()
         self.cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
         self.started = time.time()
-        _distribute._recorder = self
+        _hooks.set_recorder(self)  # raises ConflictError while another profile records
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _distribute._recorder = None
+        _hooks.set_recorder(None)
         self.ended = time.time()
         self._sizes.clear()  # release the arguments held for identity
 
@@ -325,12 +321,7 @@ def _fmt_s(seconds: float | None) -> str:
 
 
 def _fmt_bytes(size: float | None) -> str:
-    if not size:
-        return "0 B"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size:.0f} B"
+    return format_bytes(size or 0)
 
 
 _COLUMNS = (

@@ -16,7 +16,15 @@ from typing import Any
 
 from ..exceptions import ClusterError, EugoWarning
 
-__all__ = ["Connection", "connection", "ensure", "init", "resolve_address", "shutdown"]
+__all__ = [
+    "Connection",
+    "connection",
+    "ensure",
+    "init",
+    "probe",
+    "resolve_address",
+    "shutdown",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,30 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+def probe(address: str, timeout: float = 5.0) -> str | None:
+    """Why this process could not switch to the cluster at ``address``, or None if it could.
+
+    Asks without touching the current connection (a TCP connect, then, for a GCS address, a
+    read of the cluster's state), so a caller can try a new cluster first and switch only on
+    success.
+
+    >>> probe("127.0.0.1:1")                 # doctest: +SKIP
+    'No Ray cluster answers at 127.0.0.1:1.'
+    """
+    if not _reachable(address, timeout=min(timeout, 3.0)):
+        return f"No Ray cluster answers at {address}."
+    if address.startswith("ray://") or address in ("auto", "local"):
+        return None  # a Ray client server: only ray.init can tell
+    from ._raystate import snapshot
+
+    use_token_auth()
+    try:
+        snapshot(address, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - whatever the reason, it is not usable now
+        return f"Something answers at {address}, but not as a Ray cluster's GCS ({exc})."
+    return None
 
 
 def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
@@ -134,19 +166,9 @@ def use_token_auth() -> None:
     token when ``RAY_AUTH_MODE=token``; Ray's own ``ray start`` enables it the same way when a
     token exists. An explicit ``RAY_AUTH_MODE`` is left alone.
     """
-    try:
-        from ray._private.authentication import authentication_token_setup as setup
-    except ImportError:  # a Ray without token authentication
-        return
-    quiet = logging.getLogger(setup.__name__)
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # its notice is written for `ray start`, not for a client
-    try:
-        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    except Exception:  # noqa: BLE001 - without a usable token, Ray's own error says what to do
-        pass
-    finally:
-        quiet.setLevel(level)
+    from ._raystate import enable_token_auth
+
+    enable_token_auth()
 
 
 def _adopt_existing() -> Connection:

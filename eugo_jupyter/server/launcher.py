@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..exceptions import ClusterError
+from ..exceptions import LaunchError  # re-exported: defined with the whole tree
 
 __all__ = [
     "LaunchError",
@@ -33,10 +33,6 @@ __all__ = [
     "ray_executable",
     "stop",
 ]
-
-
-class LaunchError(ClusterError):
-    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import records
+from .._units import parse_memory
 from ..exceptions import ClusterError, OptionsError
-from ..hpc._options import parse_memory
 from . import launcher, monitor
 
 __all__ = ["ClusterManager", "parse_connect", "parse_launch"]

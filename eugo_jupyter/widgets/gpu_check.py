@@ -9,6 +9,8 @@ from typing import Any, Callable
 import ipywidgets as widgets
 import traitlets
 
+from .._units import format_bytes
+
 __all__ = ["ALL_GPU_NODES", "GPUCheck"]
 
 #: The node choice that probes every alive node with a GPU.
@@ -18,18 +20,18 @@ Runner = Callable[..., list[Any]]
 
 
 def _gib(value: Any) -> str:
-    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+    return "-" if value is None else format_bytes(value)
 
 
 def _gpu_nodes() -> list[tuple[str, str]]:
     """(label, node id) of every alive GPU node, if this kernel is connected; else none."""
     import ray
 
-    from ..hpc import _checks
+    from ..hpc import _internal
 
     if not ray.is_initialized():
         return []
-    snap = _checks.current_snapshot(max_age=0)
+    snap = _internal.current_snapshot(max_age=0)
     return [
         (f"{n.node_id[:8]} ({n.total.get('GPU', 0):g} GPU, {n.address})", n.node_id)
         for n in (snap.alive_nodes if snap else [])

@@ -13,7 +13,7 @@ import pytest
 from ray import cloudpickle
 
 import eugo_jupyter as eugo
-from eugo_jupyter.hpc import _distribute
+from eugo_jupyter.hpc import _hooks
 from eugo_jupyter.hpc._insights import analyze
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -162,7 +162,7 @@ def test_report_renders_tables_and_a_timeline() -> None:
 def test_nothing_is_recorded_outside_the_block() -> None:
     with eugo.hpc.profile() as run:
         eugo.hpc.get(noop(1))
-    assert _distribute._recorder is None
+    assert _hooks.recorder is None
     eugo.hpc.get([noop(i) for i in range(5)])
     assert len(run.model()["tasks"]) == 1
     assert len(run.model()["gets"]) == 1
