@@ -52,10 +52,10 @@ def parse_memory(value: Any, key: str = "memory") -> int:
     536870912
     >>> parse_memory("4GB")
     4000000000
-    >>> parse_memory("lots", "gpu_memory")
+    >>> parse_memory("lots", "gpu_memory")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    eugo_jupyter.exceptions.OptionsError: gpu_memory='lots' is not allowed: gpu_memory must be an int of bytes or a string such as "512MiB", "4GB" or "1.5GiB" (KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB powers of 1024).
+    eugo_jupyter.exceptions.OptionsError: gpu_memory='lots' is not allowed: gpu_memory must be ...
     """
     if isinstance(value, str):
         match = _MEMORY_RE.match(value)

@@ -22,9 +22,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {
-    _module_name(p): p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts
-}
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts}
 
 
 def _imports(name: str, path: Path) -> set[str]:

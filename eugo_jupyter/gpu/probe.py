@@ -127,7 +127,7 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
     try:
         import torch
     except ImportError as exc:
-        torch = None
+        torch = None  # type: ignore[assignment]
         facts["torch_error"] = f"torch is not installed ({exc.name or exc})"
     nvml_view = nvml_devices()
     facts["nvml_error"] = nvml_view["error"]

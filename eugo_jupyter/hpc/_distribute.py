@@ -244,7 +244,7 @@ class DistributedClass:
         try:
             handle = (remote.options(**options) if options else remote).remote(*args, **kwargs)
         except Exception as exc:
-            _submission_failed(self._cls.__init__, args, kwargs, exc)
+            _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
         return ActorProxy(handle, self._cls.__qualname__)
 
@@ -263,7 +263,7 @@ class DistributedClass:
 
 
 @overload
-def distribute(target: type[T]) -> DistributedClass: ...
+def distribute(target: type[T]) -> DistributedClass: ...  # type: ignore[overload-overlap]
 @overload
 def distribute(target: Callable[..., Any]) -> DistributedFunction: ...
 @overload

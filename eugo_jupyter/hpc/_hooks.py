@@ -58,7 +58,7 @@ class Recorder(Protocol):
 
 
 #: Submits one GPU-requesting call in the audit's place: ``(fn, submitter, args, kwargs) -> refs``.
-AuditHook = Callable[[Callable[..., Any], Any, tuple, dict], Any]
+AuditHook = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 GpuMemorySizer = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 #: The active run recorder (``eugo.hpc.profile()``), else None.

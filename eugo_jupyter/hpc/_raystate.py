@@ -122,7 +122,7 @@ def dashboard_auth_headers() -> dict[str, str]:
 def published_dashboard(gcs_address: str, timeout: float = 5.0) -> str | None:
     """The dashboard address a cluster published in its GCS key-value store, or None."""
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         client = GcsClient(address=gcs_address)
         value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout)

@@ -149,8 +149,10 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         context = ray.init(address=target, **ray_kwargs)
 
     dashboard = context.dashboard_url or None
+    # ray.init returns a RayContext; its annotation says BaseContext, which has no address_info.
+    info = context.address_info  # type: ignore[attr-defined]
     _connection = Connection(
-        address=context.address_info.get("gcs_address") or context.address_info["address"],
+        address=info.get("gcs_address") or info["address"],
         source=source,
         embedded=target is None,
         dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,

@@ -69,6 +69,8 @@ def _emit(chunks: cells.Chunks) -> None:
 class EugoMagics(Magics):
     """``%%distribute``: one cell as one task on the cluster."""
 
+    shell: Any  # IPython types it Optional; a registered magic always has its shell
+
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self._pending: dict[bytes, _Pending] = {}
@@ -117,7 +119,7 @@ class EugoMagics(Magics):
             model = train(data)
             model.score
         """
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         args = parse(self.distribute, line, f"%%distribute takes {CELL_FLAGS}.")
         options = options_from(args, self.shell.user_ns)
         if args.no_block and not args.out:
@@ -173,7 +175,7 @@ class EugoMagics(Magics):
         return value
 
     def _wait(self, run: cells.CellRun, timeout: float | None) -> Any:
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         try:
             value = run.wait(timeout, _emit)
         except KeyboardInterrupt:
@@ -239,7 +241,8 @@ class EugoMagics(Magics):
             else:
                 keys = {r.binary() for r in refs if hasattr(r, "binary")}
                 candidates = [p for k, p in self._pending.items() if k in keys]
-            finished, lost = [], []
+            finished: list[_Pending] = []
+            lost: list[_Pending] = []
             for p in candidates:
                 try:
                     (finished if p.run.ready(0) else []).append(p)

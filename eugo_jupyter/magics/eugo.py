@@ -28,6 +28,8 @@ USAGE = "Use %eugo status | connect ADDRESS | options [--num-cpus N --num-gpus F
 class EugoLineMagics(Magics):
     """``%eugo``: status, connect, the options widget, the GPU check."""
 
+    shell: Any  # IPython types it Optional; a registered magic always has its shell
+
     @line_magic
     @magic_arguments()
     @argument("command", metavar="COMMAND", help="status | connect ADDRESS | options | check")
@@ -39,7 +41,7 @@ class EugoLineMagics(Magics):
         """The cluster from the notebook: ``%eugo status``, ``%eugo connect ADDRESS``,
         ``%eugo options [--num-gpus 0.25 ...]`` (the options widget), ``%eugo check`` (GPU check).
         """
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         args = parse(self.eugo, line, USAGE)
         command = args.command
         if command not in COMMANDS:

@@ -3,10 +3,10 @@
 Follows ipyparallel: ``@magic_arguments`` groups shared between magics, ``parse_argstring``,
 and every mistake a :class:`~IPython.core.error.UsageError` with a sentence the user can act on.
 
->>> check_timeout(float("nan"))
+>>> check_timeout(float("nan"))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-IPython.core.error.UsageError: --timeout nan: the timeout must be a positive, finite number of seconds, such as --timeout 60.
+IPython.core.error.UsageError: --timeout nan: the timeout must be a positive, finite number ...
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def fake_traceback(frames: list[tuple[str, int, str]]) -> types.TracebackType | 
             tb = sys.exc_info()[2]
             if tb is not None and tb.tb_next is not None:
                 tbs.append(tb.tb_next)
-    for current, following in zip(tbs, tbs[1:]):
+    for current, following in zip(tbs, tbs[1:], strict=False):  # pairs of neighbours
         current.tb_next = following
     if tbs:
         tbs[-1].tb_next = None
@@ -61,7 +61,7 @@ def fake_traceback(frames: list[tuple[str, int, str]]) -> types.TracebackType | 
 
 def raise_cell_error(shell: Any, info: dict[str, Any]) -> None:
     """Raise the cell's own exception (or a ``RemoteCellError`` with its text) at its lines."""
-    __tracebackhide__ = True  # noqa: F841 - IPython hides this frame
+    __tracebackhide__ = True
     exc = info.get("exception")
     if not isinstance(exc, BaseException):
         exc = RemoteCellError(f"{info.get('type')}: {info.get('message')}")

@@ -54,7 +54,7 @@ class GPUCheck(widgets.VBox):
     num_gpus = traitlets.Float(1.0, help="GPUs each probe requests: a fraction below 1 or a whole number.")
     node = traitlets.Unicode(ALL_GPU_NODES, help="A node id to probe, or 'all GPU nodes'.")
     running = traitlets.Bool(False, help="True while Verify is running.", read_only=True)
-    results = traitlets.List(help="One dict per probe (GPUReport.as_dict()), from the last Verify.")
+    results: traitlets.List[Any] = traitlets.List(help="One dict per probe (GPUReport.as_dict()), from the last Verify.")
     error = traitlets.Unicode("", help="The error of the last Verify, if it failed.")
 
     def __init__(self, num_gpus: float = 1.0, node: str = ALL_GPU_NODES, *,
@@ -126,7 +126,7 @@ class GPUCheck(widgets.VBox):
             runner = self._runner
             if runner is None:
                 from ..gpu.check import check_nodes as runner
-            reports = runner(num_gpus, nodes, timeout=self._timeout)
+            reports = runner(num_gpus, nodes, timeout=self._timeout)  # type: ignore[misc]
             self.results = [dict(r) for r in reports]
             passed = sum(bool(r["ok"]) for r in self.results)
             self._status.value = (

@@ -57,7 +57,7 @@ class _TopLevelReads(ast.NodeVisitor):
             if node.returns is not None:
                 self.visit(node.returns)
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function  # type: ignore[assignment]
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
@@ -70,7 +70,9 @@ class _TopLevelReads(ast.NodeVisitor):
 
 
 def _bound_names(target: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {
+        n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
 
 
 def _simple_binds(stmt: ast.stmt) -> set[str]:
@@ -104,12 +106,17 @@ class _Scanner:
         first, last = node.lineno, getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
         for lineno, child in self.children:
             if first <= lineno <= last:
-                reads |= {s.get_name() for s in child.get_symbols() if s.is_global() and s.is_referenced()}
+                reads |= {
+                    s.get_name() for s in child.get_symbols() if s.is_global() and s.is_referenced()
+                }
                 reads |= _nested_global_reads(child)
         self.free.extend(sorted(n for n in reads - done if n not in self.free))
 
     def scan(self, body: list[ast.stmt], done: set[str]) -> set[str]:
-        """Record free reads in ``body``; return the names surely bound after it (``done`` grows)."""
+        """Record free reads in ``body``; return the names surely bound after it.
+
+        ``done`` (the names bound so far) grows as the statements bind names.
+        """
         for stmt in body:
             if isinstance(stmt, (ast.For, ast.AsyncFor)):
                 self._read(stmt.iter, done)
@@ -160,7 +167,9 @@ def _nested_global_reads(table: symtable.SymbolTable) -> set[str]:
 def _nested_global_writes(table: symtable.SymbolTable) -> set[str]:
     names = set()
     for child in table.get_children():
-        names |= {s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned()}
+        names |= {
+            s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned()
+        }
         names |= _nested_global_writes(child)
     return names
 

@@ -1,4 +1,4 @@
-"""The driver side of a ``%%distribute`` cell: submit it, wait for it, stream its output, bind names.
+"""The driver side of a ``%%distribute`` cell: submit, wait, stream its output, bind its names.
 
 :func:`submit_cell` sends a cell through the same path as ``@eugo.hpc.distribute`` (option
 checks, infeasible diagnosis, submission records) and returns a :class:`CellRun`, which owns what
@@ -6,7 +6,8 @@ follows: waiting (with a timeout that cancels the task), the output read from th
 runs, and binding the names the cell assigned into the notebook's namespace (a plain dict, so
 nothing here needs IPython). The magic only parses flags and renders errors.
 
->>> run = submit_cell(analyse("total = sum(data)"), "<cell>", {"data": [1, 2]}, {}, "demo")  # doctest: +SKIP
+>>> plan = analyse("total = sum(data)")
+>>> run = submit_cell(plan, "<cell>", {"data": [1, 2]}, {}, "demo")  # doctest: +SKIP
 >>> run.wait(emit=print)                                   # doctest: +SKIP
 >>> user_ns = {}; run.bind(run.payload, user_ns); user_ns  # doctest: +SKIP
 {'total': 3}
@@ -61,7 +62,7 @@ def _cell_function() -> Any:
 
 
 def adopt(value: Any, user_ns: dict[str, Any]) -> Any:
-    """A function defined in the cell comes back seeing the notebook's globals, as if defined there."""
+    """A function defined in the cell comes back seeing the notebook's globals, as if made there."""
     if isinstance(value, types.FunctionType) and value.__module__ == "__main__":
         if value.__globals__ is not user_ns:
             adopted = types.FunctionType(

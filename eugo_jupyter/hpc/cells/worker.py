@@ -43,7 +43,7 @@ class OutputHub:
         self._batches.setdefault(cell_id, {})[seq] = chunks
 
     def read(self, cell_id: str, since: int) -> tuple[int, Chunks]:
-        """Batches ``since``, ``since + 1``, ... that have arrived, in order; they are dropped here."""
+        """Batches ``since``, ``since + 1``, ... that have arrived, in order (then dropped here)."""
         batches = self._batches.get(cell_id, {})
         out: Chunks = []
         while since in batches:
@@ -171,13 +171,19 @@ def notebook_cell(spec: dict[str, Any], inputs: dict[str, Any]) -> tuple[Any, di
         if last is not None:
             expression = ast.Expression(last.value)  # type: ignore[attr-defined]
             value = eval(compile(expression, spec["filename"], "eval"), ns)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's error, sent back as a CellError
         sys.stdout, sys.stderr = saved
         tail = sink.close()
         frames = _cell_frames(exc.__traceback__, spec["filename"])
-        text = "Traceback (most recent call last):\n" + "".join(
-            traceback.format_list(traceback.StackSummary.from_list([(f, n, q, None) for f, n, q in frames]))
-        ) + "".join(traceback.format_exception_only(type(exc), exc))
+        text = (
+            "Traceback (most recent call last):\n"
+            + "".join(
+                traceback.format_list(
+                    traceback.StackSummary.from_list([(f, n, q, None) for f, n, q in frames])
+                )
+            )
+            + "".join(traceback.format_exception_only(type(exc), exc))
+        )
         info = {
             "frames": frames,
             "type": type(exc).__name__,
