@@ -102,3 +102,25 @@ def test_leaf_modules_import_nothing_above_them() -> None:
     assert GRAPH["eugo_jupyter.exceptions"] == set()
     assert GRAPH["eugo_jupyter._units"] <= {"eugo_jupyter.exceptions"}
     assert GRAPH["eugo_jupyter._nvml"] <= {"eugo_jupyter.exceptions", "eugo_jupyter._units"}
+
+
+def test_every_error_class_lives_in_the_eugo_error_tree() -> None:
+    from eugo_jupyter import exceptions
+
+    # Defined in exceptions.py only (a private control-flow marker is not an error users see).
+    elsewhere = [
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        if name != "eugo_jupyter.exceptions"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and not node.name.startswith("_")
+        and any(
+            getattr(base, "id", getattr(base, "attr", "")).endswith(("Error", "Exception"))
+            for base in node.bases
+        )
+    ]
+    assert elsewhere == []
+    for name in exceptions.__all__:
+        cls = getattr(exceptions, name)
+        assert issubclass(cls, (exceptions.EugoError, exceptions.EugoWarning)), name
