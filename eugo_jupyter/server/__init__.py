@@ -1,6 +1,6 @@
 """The Jupyter server extension of the EugoHPC Manager: registration only.
 
-Routes live in :mod:`.routes`, state in :mod:`.manager`, ``ray start`` in :mod:`.launcher`,
+Routes live in :mod:`.routes`, state in :mod:`.manager`, backends in :mod:`.backends`,
 reading a cluster in :mod:`.monitor`. Jupyter finds it through
 ``eugo_jupyter._jupyter_server_extension_points``; this module is imported only by the server.
 """

@@ -77,7 +77,8 @@ from typing import Any
 from .. import records
 from ..exceptions import ClusterError, OptionsError
 from ..hpc._options import parse_memory
-from . import launcher, monitor
+from . import monitor
+from .backends import local as launcher
 
 __all__ = ["ClusterManager", "parse_connect", "parse_launch"]
 

@@ -1,4 +1,5 @@
-"""Starting and stopping local Ray nodes: ``ray start`` processes, each in its own process group.
+"""The `local` backend: a head and worker nodes on this machine, `ray start` processes, each in
+its own process group.
 
 Blocking functions (the manager runs them in a thread). Every command is an argument list, never
 a shell string. Each node gets free ports chosen up front, a dashboard bound to 127.0.0.1, token
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..exceptions import ClusterError
+from ...exceptions import ClusterError
 
 __all__ = [
     "LaunchError",

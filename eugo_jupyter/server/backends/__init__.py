@@ -1,0 +1,1 @@
+"""Launch backends of the EugoHPC Manager: one module per ``kind`` of cluster."""
