@@ -468,8 +468,9 @@ class ClusterManager:
                     data = await self._read(cluster)
                 except Exception:  # noqa: BLE001 - the GCS may not answer yet
                     data = None
+                if data:
+                    self._took(cluster, data)  # the card shows the nodes as they join
                 if data and sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
-                    self._took(cluster, data)
                     cluster.status, cluster.error = "running", None
                     break
             if time.monotonic() > deadline:

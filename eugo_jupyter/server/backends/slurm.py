@@ -168,7 +168,10 @@ unset RAY_ADDRESS
 # Ray's sockets and logs on this node only, one folder per job; removed when the job ends.
 temp_dir="/tmp/eugo-$SLURM_JOB_ID"
 trap 'rm -rf "$temp_dir"' EXIT
-trap 'exit 143' TERM
+# On scancel or the wall time, let Ray stop its own processes before this script ends: an
+# orphaned Ray would leave the job's process tree, where SLURM can no longer find it.
+ray_pid=""
+trap '[ -n "$ray_pid" ] && kill -TERM "$ray_pid" 2>/dev/null; wait; exit 143' TERM
 # This node's address and free ports, picked here: the node may be shared with other users.
 pick='{pick}'
 """
