@@ -236,7 +236,8 @@ class ClusterManager:
         where = f"profile {profile.get('name')!r}" if isinstance(profile, dict) else "a profile"
         requests.mapping(profile, where, '{"name": ..., "body": {"kind": "slurm", ...}}')
         requests.keys(profile, ("name", "description", "body", "editable"), where)
-        requests.name(profile.get("name"), "")
+        if not isinstance(profile.get("name"), str) or not 0 < len(profile["name"]) <= 100:
+            raise OptionsError(f"{where}: give it a name of 1 to 100 characters.")
         body = profile.get("body")
         kind = requests.body_kind(body, tuple(self.backends))
         self.backends[kind].validate(body)  # a bad profile fails the server's start, loudly
