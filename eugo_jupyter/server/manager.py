@@ -41,10 +41,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import records
-from ..exceptions import ClusterError, OptionsError
+from ..exceptions import ClusterError
 from . import monitor, requests
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
 from .models import ClusterModel, make_cluster_model
+from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
 
@@ -112,7 +113,7 @@ class ClusterManager:
         self.read_timeout = read_timeout
         self.stale_after = 0.0
         self.backends = backends if backends is not None else default_backends()
-        self._profiles = [self._check_profile(p) for p in profiles or []]
+        self._profiles = [check_profile(p, self.backends) for p in profiles or []]
         # Launches and shutdowns take seconds to minutes: a pool of their own, so they never
         # queue the quick monitoring reads (which use the loop's default pool).
         self._slow = ThreadPoolExecutor(max_workers=4, thread_name_prefix="eugo-launch")
@@ -149,12 +150,17 @@ class ClusterManager:
 
     def _stops_with_server(self, cluster: _Cluster) -> bool:
         backend = self.backends.get(cluster.kind)
-        return bool(backend and backend.owns_processes) and cluster.record.get("lifetime") == "server"
+        owned = bool(backend and backend.owns_processes)
+        return owned and cluster.record.get("lifetime") == "server"
 
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
         ours = [c for c in self._clusters.values() if self._stops_with_server(c)]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
+        for cluster in self._clusters.values():  # the others outlive us: stop watching them
+            for task in (cluster.launching, cluster.refreshing):
+                if task is not None and not task.done():
+                    task.cancel()
 
     def close_sync(self) -> None:
         """Like :meth:`close`, for interpreter exit (no event loop)."""
@@ -204,7 +210,9 @@ class ClusterManager:
         await self._fresh(cluster)
         return self._model(cluster)
 
-    async def wait_until_running(self, cluster_id: str, timeout: float | None = None) -> ClusterModel:
+    async def wait_until_running(
+        self, cluster_id: str, timeout: float | None = None
+    ) -> ClusterModel:
         """Wait for a launch to be up; raises ClusterError with the card's sentence if it fails.
 
         >>> model = await manager.wait_until_running("c-3f9a2b1c")   # doctest: +SKIP
@@ -231,67 +239,14 @@ class ClusterManager:
 
     # -- profiles and previews
 
-    def _check_profile(self, profile: Any) -> dict[str, Any]:
-        """An administrator's profile, checked once when the server starts."""
-        where = f"profile {profile.get('name')!r}" if isinstance(profile, dict) else "a profile"
-        requests.mapping(profile, where, '{"name": ..., "body": {"kind": "slurm", ...}}')
-        requests.keys(profile, ("name", "description", "body", "editable"), where)
-        if not isinstance(profile.get("name"), str) or not 0 < len(profile["name"]) <= 100:
-            raise OptionsError(f"{where}: give it a name of 1 to 100 characters.")
-        body = profile.get("body")
-        kind = requests.body_kind(body, tuple(self.backends))
-        self.backends[kind].validate(body)  # a bad profile fails the server's start, loudly
-        editable = profile.get("editable", [])
-        if not isinstance(editable, list) or not all(isinstance(e, str) for e in editable):
-            raise OptionsError(f"{where}: editable must be a list of field names.")
-        return {
-            "name": profile["name"],
-            "description": str(profile.get("description", "")),
-            "kind": kind,
-            "body": body,
-            "editable": editable,
-        }
-
     def profiles(self) -> list[dict[str, Any]]:
-        """The launch profiles this server offers (``GET /eugo/profiles``).
-
-        Each is ``{"name", "description", "kind", "body", "editable"}``: a launch body an
-        administrator prepared, and the fields (``"name"`` or ``"slurm.walltime"`` style paths)
-        a user may change. A launch names one with ``{"profile": NAME, ...changed fields}``.
-        """
+        """The launch profiles this server offers (``GET /eugo/profiles``); see
+        :mod:`.profiles`."""
         return copy.deepcopy(self._profiles)
-
-    def _apply_profile(self, body: dict[str, Any]) -> dict[str, Any]:
-        chosen = [p for p in self._profiles if p["name"] == body["profile"]]
-        if not chosen:
-            names = ", ".join(repr(p["name"]) for p in self._profiles) or "none"
-            raise OptionsError(
-                f"profile={body['profile']!r} is not offered by this server; offered: {names}."
-            )
-        profile = chosen[0]
-        merged = copy.deepcopy(profile["body"])
-        allowed = set(profile["editable"]) | {"name", "lifetime"}
-        for key, value in body.items():
-            if key in ("profile", "kind"):
-                continue
-            pairs = value.items() if isinstance(value, dict) else [(None, value)]
-            for sub, item in pairs:
-                path = key if sub is None else f"{key}.{sub}"
-                current = merged.get(key, {}).get(sub) if sub else merged.get(key)
-                if item != current and path not in allowed:
-                    raise OptionsError(
-                        f"{path} is fixed by the profile {profile['name']!r} (to {current!r}); "
-                        f"it lets you change: {', '.join(sorted(allowed))}."
-                    )
-                if sub is None:
-                    merged[key] = item
-                else:
-                    merged.setdefault(key, {})[sub] = item
-        return merged
 
     def _validate(self, body: Any) -> tuple[Backend, Spec]:
         if isinstance(body, dict) and "profile" in body:
-            body = self._apply_profile(body)
+            body = apply_profile(body, self._profiles)
         kind = requests.body_kind(body, tuple(self.backends))
         backend = self.backends[kind]
         return backend, backend.validate(body)
@@ -330,7 +285,8 @@ class ClusterManager:
     async def _observe(self, cluster: _Cluster) -> Observed:
         """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
         loop = asyncio.get_running_loop()
-        observed = await loop.run_in_executor(None, self.backends[cluster.kind].state, cluster.record)
+        backend = self.backends[cluster.kind]
+        observed = await loop.run_in_executor(None, backend.state, cluster.record)
         cluster.backend_state = observed.detail
         changed = {
             key: value
@@ -418,7 +374,9 @@ class ClusterManager:
         if backend.starts_quickly:  # a refusal (bad address, bad partition) is this call's error
             loop = asyncio.get_running_loop()
             record.update(
-                await loop.run_in_executor(self._slow, backend.start, spec, record, self.launch_timeout)
+                await loop.run_in_executor(
+                    self._slow, backend.start, spec, record, self.launch_timeout
+                )
             )
         if not backend.owns_processes:
             record["status"] = cluster.status = "running"
@@ -460,7 +418,7 @@ class ClusterManager:
                 break  # ended, or a shutdown began
             if observed.blocked:
                 cluster.status, cluster.error = "error", observed.blocked
-            elif cluster.status == "error":
+            elif cluster.status == "error" and time.monotonic() <= deadline:
                 cluster.status, cluster.error = "starting", None  # the scheduler changed its mind
             if observed.waiting or observed.blocked:
                 deadline = time.monotonic() + self.launch_timeout  # queued: SLURM's time, not ours
@@ -474,16 +432,18 @@ class ClusterManager:
                 if data and sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
                     cluster.status, cluster.error = "running", None
                     break
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not observed.blocked:
+                # Said, but not final: a node that joins later still makes the cluster run.
                 cluster.status = "error"
                 cluster.error = (
                     f"Only some of the {observed.nodes_expected} nodes registered within "
-                    f"{self.launch_timeout:g} s. Shut this cluster down and launch again, with "
-                    "fewer nodes."
+                    f"{self.launch_timeout:g} s. Wait, or shut this cluster down and launch "
+                    "again, with fewer nodes."
                 )
-                break
+                self._save(cluster)
             # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
-            await asyncio.sleep(self.max_age if observed.waiting or observed.blocked else 0.5)
+            slow = observed.waiting or observed.blocked or cluster.status == "error"
+            await asyncio.sleep(self.max_age if slow else 0.5)
         if cluster.status != "stopped":
             self._save(cluster)
 

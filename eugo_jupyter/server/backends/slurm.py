@@ -25,21 +25,20 @@ lists; every user value is checked before it reaches a job script (see :meth:`va
 
 from __future__ import annotations
 
-import getpass
+import contextlib
 import re
-import shlex
 import shutil
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...exceptions import ClusterError, OptionsError
+from ...exceptions import OptionsError
 from .. import requests
 from .base import Backend, Observed, Plan, Spec
 from .local import _processes
+from .slurm_queue import ENDED, IMPOSSIBLE, SlurmError, reason_sentence, slurm, squeue
+from .slurm_script import SlurmSpec, job_script, walltime_seconds
 
 __all__ = ["SlurmBackend", "SlurmError", "SlurmSpec", "reason_sentence"]
 
@@ -59,67 +58,6 @@ _OWN_OPTIONS = {
     "--time", "--partition", "--account", "--mem", "--gpus-per-node", "--array", "--wrap",
     "--parsable", "--export", "--export-file", "--input", "--kill-on-invalid-dep", "--wait",
 }  # fmt: skip
-_ENDED = {
-    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-    "PREEMPTED", "REVOKED", "SPECIAL_EXIT", "TIMEOUT",
-}  # fmt: skip
-# Pending reasons that do not go away by waiting: the request must change.
-_IMPOSSIBLE = {
-    "PartitionNodeLimit", "PartitionConfig", "PartitionTimeLimit", "BadConstraints",
-    "InvalidAccount", "InvalidQOS", "PartitionDown", "PartitionInactive", "QOSMaxCpuPerJobLimit",
-    "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
-    "AssocMaxNodesPerJobLimit", "AssocMaxCpuPerJobLimit",
-}  # fmt: skip
-
-
-class SlurmError(ClusterError):
-    """A SLURM command refused or failed; the message is SLURM's own."""
-
-
-@dataclass(frozen=True)
-class SlurmSpec:
-    """A checked SLURM launch (``memory_per_node`` in bytes)."""
-
-    partition: str | None
-    account: str | None
-    walltime: str
-    nodes: int
-    cpus_per_node: int
-    gpus_per_node: int
-    memory_per_node: int | None
-    extra: tuple[str, ...]
-
-    def to_model(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition,
-            "account": self.account,
-            "walltime": self.walltime,
-            "nodes": self.nodes,
-            "cpus_per_node": self.cpus_per_node,
-            "gpus_per_node": self.gpus_per_node,
-            "memory_per_node": self.memory_per_node,
-            "extra": list(self.extra),
-        }
-
-
-def walltime_seconds(value: str) -> int:
-    """SLURM's wall-time formats in seconds.
-
-    >>> walltime_seconds("1-02:00:00"), walltime_seconds("90"), walltime_seconds("05:30")
-    (93600, 5400, 330)
-    """
-    days, _, rest = value.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    if days:  # D-HH[:MM[:SS]]
-        parts += [0] * (3 - len(parts))
-        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
-    if len(parts) == 1:
-        return parts[0] * 60
-    if len(parts) == 2:
-        return parts[0] * 60 + parts[1]
-    return parts[0] * 3600 + parts[1] * 60 + parts[2]
-
-
 def _extra(value: Any) -> tuple[str, ...]:
     lines = value.splitlines() if isinstance(value, str) else value
     if lines is None:
@@ -149,228 +87,6 @@ def _extra(value: Any) -> tuple[str, ...]:
             )
         out.append(option)
     return tuple(out)
-
-
-# ---------------------------------------------------------------- the job scripts
-
-_PICK = (
-    "import socket, sys, ray.util\n"
-    "ip = ray.util.get_node_ip_address()\n"
-    "socks = [socket.socket() for _ in range(int(sys.argv[1]))]\n"
-    "for s in socks: s.bind((ip, 0))\n"
-    "print(ip, *(s.getsockname()[1] for s in socks))"
-)
-
-_PROLOGUE = """\
-set -euo pipefail
-export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0
-unset RAY_ADDRESS
-# Ray's sockets and logs on this node only, one folder per job; removed when the job ends.
-temp_dir="/tmp/eugo-$SLURM_JOB_ID"
-trap 'rm -rf "$temp_dir"' EXIT
-# On scancel or the wall time, let Ray stop its own processes before this script ends: an
-# orphaned Ray would leave the job's process tree, where SLURM can no longer find it.
-ray_pid=""
-trap '[ -n "$ray_pid" ] && kill -TERM "$ray_pid" 2>/dev/null; wait; exit 143' TERM
-# This node's address and free ports, picked here: the node may be shared with other users.
-pick='{pick}'
-"""
-
-_NODE_ARGS = """\
-    --node-manager-port="$nm" --object-manager-port="$om" \\
-    --dashboard-agent-listen-port="$agent_http" --dashboard-agent-grpc-port="$agent_grpc" \\
-    --runtime-env-agent-port="$runtime_env" --metrics-export-port="$metrics" \\
-    --num-cpus={cpus} --num-gpus={gpus} --temp-dir="$temp_dir" \\
-    --disable-usage-stats --log-style=record --log-color=false &
-  ray_pid=$!
-"""
-
-_HEAD_BODY = """\
-# A busy machine can make Ray's start time out (it waits 30 s for its own node): three tries.
-for attempt in 1 2 3; do
-  rm -f "$temp_dir/ray_current_cluster"
-  read -r ip port dashboard client nm om agent_http agent_grpc runtime_env metrics \\
-    < <({python} -c "$pick" 9)
-  # --block keeps Ray inside this job, so scancel and the wall time end it.
-  {ray} start --head --block --node-ip-address="$ip" --port="$port" \\
-    --dashboard-host="$ip" --dashboard-port="$dashboard" --include-dashboard=true \\
-    --ray-client-server-port="$client" \\
-{node_args}  # Ray writes ray_current_cluster once the head is up: then publish the address.
-  until [ -s "$temp_dir/ray_current_cluster" ] || ! kill -0 "$ray_pid" 2>/dev/null; do
-    sleep 1
-  done
-  if kill -0 "$ray_pid" 2>/dev/null; then
-    printf '%s:%s http://%s:%s\\n' "$ip" "$port" "$ip" "$dashboard" > head.tmp
-    mv head.tmp head
-    wait "$ray_pid"
-    exit
-  fi
-  echo "ray start ended before the head was up, try $attempt of 3" >&2
-done
-exit 1
-"""
-
-_WORKER_BODY = """\
-# Wait for the head job to publish its address in this cluster's folder.
-until [ -s head ]; do sleep 1; done
-read -r address dashboard_url < head
-# A busy head can miss a node's registration (Ray waits 30 s for it): up to three tries.
-for attempt in 1 2 3; do
-  read -r ip nm om agent_http agent_grpc runtime_env metrics < <({python} -c "$pick" 6)
-  {ray} start --block --address="$address" --node-ip-address="$ip" \\
-{node_args}  status=0
-  wait "$ray_pid" || status=$?
-  echo "ray start ended (exit $status), try $attempt of 3" >&2
-done
-exit 1
-"""
-
-
-def _directives(spec: SlurmSpec) -> list[str]:
-    lines = [
-        "--nodes=1",
-        "--ntasks=1",
-        f"--cpus-per-task={spec.cpus_per_node}",
-        f"--time={spec.walltime}",
-    ]
-    if spec.partition:
-        lines.append(f"--partition={spec.partition}")
-    if spec.account:
-        lines.append(f"--account={spec.account}")
-    if spec.gpus_per_node:
-        lines.append(f"--gpus-per-node={spec.gpus_per_node}")
-    if spec.memory_per_node:
-        lines.append(f"--mem={max(1, spec.memory_per_node // 2**20)}M")
-    lines.append("--output=%x-%j.log")  # in the cluster's folder (the job's --chdir)
-    lines.extend(spec.extra)
-    return lines
-
-
-def job_script(spec: SlurmSpec, role: str, python: str, ray: str) -> str:
-    """The exact script ``sbatch`` gets for the head (``role="head"``) or a worker."""
-    python, ray = shlex.quote(python), shlex.quote(ray)
-    what = "the Ray head" if role == "head" else "a Ray worker node"
-    header = "\n".join(
-        ["#!/bin/bash", *(f"#SBATCH {line}" for line in _directives(spec))]
-        + [
-            f"# EugoHPC Manager: {what}. sbatch runs it with --chdir set to the cluster's folder",
-            "# on the shared file system, where the head job publishes its address.",
-        ]
-    )
-    node_args = _NODE_ARGS.format(cpus=spec.cpus_per_node, gpus=spec.gpus_per_node)
-    body = _HEAD_BODY if role == "head" else _WORKER_BODY
-    return "\n".join(
-        [
-            header,
-            _PROLOGUE.format(pick=_PICK),
-            body.format(python=python, ray=ray, node_args=node_args),
-        ]
-    )
-
-
-# ---------------------------------------------------------------- SLURM's commands
-
-
-def _slurm(args: list[str], timeout: float = 60.0) -> str:
-    """Run one SLURM command (an argument list); SLURM's own message on failure."""
-    if shutil.which(args[0]) is None:
-        raise SlurmError(
-            f"SLURM's `{args[0]}` command is not on this server's PATH. Run JupyterLab on a "
-            "machine that can submit jobs (a login node of the cluster), or use kind 'local'."
-        )
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise SlurmError(
-            f"`{args[0]}` did not answer within {timeout:g} s; SLURM's controller may be busy."
-        ) from None
-    if done.returncode != 0:
-        message = " ".join(
-            line.removeprefix(f"{args[0]}: error: ").strip()
-            for line in done.stderr.splitlines()
-            if line.strip()
-        )
-        raise SlurmError(f"SLURM refused it ({args[0]}): {message or f'exit {done.returncode}'}")
-    return done.stdout
-
-
-@dataclass
-class JobState:
-    id: str
-    state: str
-    reason: str
-    nodes: list[str]
-    time_left: int | None
-
-
-def _seconds(left: str) -> int | None:
-    if not left or left in ("INVALID", "UNLIMITED", "NOT_SET"):
-        return None
-    try:
-        return walltime_seconds(left) if "-" in left or ":" in left else int(left)
-    except ValueError:
-        return None
-
-
-def squeue(job_ids: list[str]) -> dict[str, JobState]:
-    """The state of these jobs (finished ones too, while SLURM remembers them)."""
-    if not job_ids:
-        return {}
-    out = _slurm(
-        [
-            "squeue", f"--user={getpass.getuser()}", "--states=all", "--noheader",
-            "--format=%i|%T|%r|%N|%L",
-        ]
-    )  # fmt: skip
-    wanted, found = set(job_ids), {}
-    for line in out.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 5 and parts[0] in wanted:
-            job_id, state, reason, nodes, left = parts
-            found[job_id] = JobState(
-                id=job_id,
-                state=state,
-                reason="" if reason in ("None", "(null)") else reason,
-                nodes=[n for n in nodes.split(",") if n],
-                time_left=_seconds(left) if state in ("RUNNING", "PENDING") else None,
-            )
-    return found
-
-
-def reason_sentence(reason: str, partition: str | None) -> str:
-    """SLURM's pending reason as a sentence a user can act on.
-
-    >>> reason_sentence("Resources", "gpu")
-    'waiting for free nodes in partition gpu (Resources)'
-    """
-    where = f"partition {partition}" if partition else "the default partition"
-    known = {
-        "None": "waiting for SLURM to schedule it",
-        "Resources": f"waiting for free nodes in {where}",
-        "Priority": f"waiting behind jobs with a higher priority in {where}",
-        "PartitionNodeLimit": f"asks for more nodes than {where} has or allows; launch with "
-        "fewer nodes",
-        "PartitionConfig": f"asks for more CPUs, GPUs or memory per node than {where} has; "
-        "launch with less per node",
-        "PartitionTimeLimit": f"the wall time is longer than {where} allows; shorten it",
-        "QOSMaxJobsPerUserLimit": "your account has reached its job limit",
-        "AssocMaxJobsLimit": "your account has reached its job limit",
-        "AssocGrpCpuLimit": "your account's group has used up its CPU allowance for now",
-        "AssocGrpGRES": "your account's group has used up its GPU allowance for now",
-        "ReqNodeNotAvail": "a node it needs is unavailable (down, drained or reserved)",
-        "Dependency": "waiting for another job to finish",
-        "BeginTime": "waiting for its start time",
-        "JobHeldUser": "held by you (scontrol release to let it start)",
-        "JobHeldAdmin": "held by an administrator",
-        "PartitionDown": f"{where} is down",
-        "PartitionInactive": f"{where} is inactive",
-        "InvalidAccount": "the account is not valid for this partition; check the account field",
-        "InvalidQOS": "the QOS is not valid for this account; check the extra options",
-        "BadConstraints": "its constraints cannot be met by any node; check the extra options",
-    }
-    return f"{known.get(reason, 'pending')} ({reason})"
 
 
 # ---------------------------------------------------------------- the backend
@@ -409,7 +125,9 @@ class SlurmBackend(Backend):
 
         def word(key: str) -> str | None:
             value = given.get(key)
-            return None if value in (None, "") else requests.text(value, key, where, _WORD_RE, words)
+            if value in (None, ""):
+                return None
+            return requests.text(value, key, where, _WORD_RE, words)
 
         memory = given.get("memory_per_node")
         if memory not in (None, ""):
@@ -424,8 +142,12 @@ class SlurmBackend(Backend):
                 "give it as SLURM does: minutes, HH:MM:SS or D-HH:MM:SS (for example 01:00:00)",
             ),  # fmt: skip
             nodes=requests.count(given.get("nodes", 1), "nodes", where, 1, MAX_NODES),
-            cpus_per_node=requests.count(given.get("cpus_per_node", 1), "cpus_per_node", where, 1, 4096),
-            gpus_per_node=requests.count(given.get("gpus_per_node", 0), "gpus_per_node", where, 0, 64),
+            cpus_per_node=requests.count(
+                given.get("cpus_per_node", 1), "cpus_per_node", where, 1, 4096
+            ),
+            gpus_per_node=requests.count(
+                given.get("gpus_per_node", 0), "gpus_per_node", where, 0, 64
+            ),
             memory_per_node=int(memory) if memory not in (None, "") else None,
             extra=_extra(given.get("extra")),
         )
@@ -453,7 +175,8 @@ class SlurmBackend(Backend):
         workers = fields.nodes - 1
         scripts = [{"name": "head", "count": 1, "text": self.script(fields, "head")}]
         if workers:
-            scripts.append({"name": "worker", "count": workers, "text": self.script(fields, "worker")})
+            worker = self.script(fields, "worker")
+            scripts.append({"name": "worker", "count": workers, "text": worker})
         folder = f"{self.shared_dir}/<cluster id>"
         commands = [self._sbatch(folder, "<cluster id>", "head")]
         commands += [self._sbatch(folder, "<cluster id>", "worker")] * workers
@@ -477,7 +200,7 @@ class SlurmBackend(Backend):
         return Path(record["slurm"]["dir"])
 
     def _submit(self, folder: Path, cluster_id: str, role: str) -> str:
-        out = _slurm(self._sbatch(str(folder), cluster_id, role))
+        out = slurm(self._sbatch(str(folder), cluster_id, role))
         return out.strip().split(";")[0]
 
     def start(self, spec: Spec, record: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -493,7 +216,7 @@ class SlurmBackend(Backend):
                 jobs.append({"id": self._submit(folder, record["id"], "worker"), "role": "worker"})
         except BaseException:
             if jobs:
-                _slurm(["scancel", *(j["id"] for j in jobs)])
+                slurm(["scancel", *(j["id"] for j in jobs)])
             shutil.rmtree(folder, ignore_errors=True)
             raise
         return {"slurm": {"dir": str(folder), "jobs": jobs, "walltime": fields.walltime}}
@@ -516,12 +239,16 @@ class SlurmBackend(Backend):
 
     def _cancel(self, job_ids: list[str], timeout: float = 120.0) -> list[str]:
         """scancel, then wait until SLURM has finished them; returns the jobs still there."""
-        if not job_ids:
+        active = [j.id for j in squeue(job_ids).values() if j.state not in ENDED]
+        if not active:
             return []
-        _slurm(["scancel", *job_ids])
+        try:
+            slurm(["scancel", *active])
+        except SlurmError:
+            pass  # a job that ended meanwhile is refused; the loop below checks the outcome
         deadline = time.monotonic() + timeout
         while True:
-            left = [j.id for j in squeue(job_ids).values() if j.state not in _ENDED]
+            left = [j.id for j in squeue(job_ids).values() if j.state not in ENDED]
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.5)
@@ -555,7 +282,9 @@ class SlurmBackend(Backend):
         slurm = record.get("slurm") or {}
         jobs = slurm.get("jobs", [])
         spec = record.get("spec") or {}
-        observed = Observed(address=record.get("address"), dashboard_url=record.get("dashboard_url"))
+        observed = Observed(
+            address=record.get("address"), dashboard_url=record.get("dashboard_url")
+        )
         head_file = Path(slurm.get("dir", "/nonexistent")) / "head"
         if observed.address is None and head_file.exists():
             address, _, dashboard = head_file.read_text().strip().partition(" ")
@@ -573,12 +302,12 @@ class SlurmBackend(Backend):
             reason = None
             if state == "PENDING" and seen is not None:
                 reason = reason_sentence(seen.reason or "None", spec.get("partition"))
-                if seen.reason in _IMPOSSIBLE:
+                if seen.reason in IMPOSSIBLE:
                     observed.blocked = (
                         f"SLURM cannot run job {job['id']} ({job['role']}) as asked: {reason}."
                     )
                 observed.waiting = True
-            elif job["role"] == "worker" and state in _ENDED:
+            elif job["role"] == "worker" and state in ENDED:
                 log = self._log(slurm, job)
                 reason = _last_line(log) or None
                 observed.blocked = (
@@ -597,13 +326,14 @@ class SlurmBackend(Backend):
                 }
             )
         observed.detail = {**_public(slurm), "jobs": rows}
-        observed.nodes_expected = sum(r["state"] not in _ENDED | {"GONE"} for r in rows)
+        observed.nodes_expected = sum(r["state"] not in ENDED | {"GONE"} for r in rows)
         head = next((r for r in rows if r["role"] == "head"), None)
-        if head is not None and (head["state"] in _ENDED or head["state"] == "GONE"):
+        if head is not None and (head["state"] in ENDED or head["state"] == "GONE"):
             observed.ended = self._ended_sentence(head, slurm)
-            others = [r["id"] for r in rows if r["state"] not in _ENDED | {"GONE"}]
+            others = [r["id"] for r in rows if r["state"] not in ENDED | {"GONE"}]
             if others:  # without a head the workers serve nothing
-                _slurm(["scancel", *others])
+                with contextlib.suppress(SlurmError):
+                    slurm(["scancel", *others])
         return observed
 
     def _ended_sentence(self, head: dict[str, Any], slurm: dict[str, Any]) -> str:
@@ -630,19 +360,17 @@ class SlurmBackend(Backend):
         return folder / f"eugo-{folder.name}-{job['role']}-{job['id']}.log"  # --output=%x-%j.log
 
     def adopt(self, record: dict[str, Any]) -> str | None:
-        from .. import monitor
-
+        # "starting" while any job lives: the manager's launch loop then reads Ray's nodes and
+        # says "running" only once every job's node has joined (at once if they all have).
         jobs = [j["id"] for j in record.get("slurm", {}).get("jobs", [])]
         try:
-            alive = [j for j in squeue(jobs).values() if j.state not in _ENDED]
+            alive = [j for j in squeue(jobs).values() if j.state not in ENDED]
         except SlurmError:
             return "starting"  # SLURM is not answering now; keep the record and look again
         if not alive:
             self.stop(record)
             return None
-        observed = self.state(record)
-        address = observed.address
-        return "running" if address and monitor.reachable(address, 2.0) else "starting"
+        return "starting"
 
 
 def _public(slurm: dict[str, Any]) -> dict[str, Any]:
@@ -651,9 +379,10 @@ def _public(slurm: dict[str, Any]) -> dict[str, Any]:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
 def _last_line(path: Path) -> str:
