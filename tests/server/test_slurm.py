@@ -126,7 +126,9 @@ BODY = {
 async def test_preview_returns_the_script_that_is_then_submitted(
     jp_fetch: Any, slurm: Slurm
 ) -> None:
-    plan = await _json(jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps(BODY))
+    plan = await _json(
+        jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps(BODY)
+    )
     assert plan["kind"] == "slurm"
     assert plan["summary"].startswith("2 SLURM jobs of 1 node each")
     scripts = {s["name"]: s for s in plan["scripts"]}
