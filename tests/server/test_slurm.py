@@ -167,8 +167,14 @@ async def test_launch_goes_pending_to_running_and_the_nodes_join(
     _shared["model"] = model
 
 
+async def _running(jp_fetch: Any) -> dict[str, Any]:
+    """The module's cluster, as this test's (new) server finds it again: starting until it has
+    seen every job's node in Ray, then running."""
+    return await _poll(jp_fetch, _shared["id"], lambda m: m["status"] == "running", [])
+
+
 async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch: Any) -> None:
-    model = _shared["model"]
+    model = await _running(jp_fetch)
     activated = await _json(
         jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}"
     )
@@ -208,7 +214,7 @@ async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch
 
 
 async def test_add_and_remove_a_worker_node(jp_fetch: Any, slurm: Slurm) -> None:
-    cluster_id = _shared["id"]
+    cluster_id = (await _running(jp_fetch))["id"]
     response = await jp_fetch("eugo", "clusters", cluster_id, "nodes", method="POST", body="{}")
     assert response.code == 201
     jobs = json.loads(response.body)["slurm"]["jobs"]
@@ -235,7 +241,7 @@ async def test_add_and_remove_a_worker_node(jp_fetch: Any, slurm: Slurm) -> None
 async def test_shutdown_cancels_the_jobs_and_leaves_no_ray_process(
     jp_fetch: Any, slurm: Slurm
 ) -> None:
-    model = _shared["model"]
+    model = await _running(jp_fetch)
     jobs = [j["id"] for j in model["slurm"]["jobs"]]
     response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204

@@ -234,7 +234,9 @@ class SlurmBackend(Backend):
                 f"node={node!r} is not a worker job of this cluster; its worker jobs: "
                 f"{', '.join(workers) or 'none'} (the head's job ends the cluster: shut it down)."
             )
-        self._cancel([node])
+        left = self._cancel([node]) + [str(pid) for pid in _wait_gone([node])]
+        if left:
+            raise SlurmError(f"Worker job {node} did not end: {', '.join(left)}.")
         return {"slurm": {**slurm, "jobs": [j for j in slurm["jobs"] if j["id"] != node]}}
 
     def _cancel(self, job_ids: list[str], timeout: float = 120.0) -> list[str]:
@@ -258,17 +260,7 @@ class SlurmBackend(Backend):
 
         jobs = [j["id"] for j in record.get("slurm", {}).get("jobs", [])]
         left = [f"SLURM job {j}" for j in self._cancel(jobs)]
-        # SLURM ends the jobs' process trees (SIGTERM, then SIGKILL after its KillWait); a Ray
-        # process of them still on this machine once that is over is proof it did not. Their
-        # temp folders are named after the job.
-        marks = tuple(f"/tmp/eugo-{j}/" for j in jobs)
-        deadline = time.monotonic() + 90.0
-        while True:
-            pids = [pid for pid in _processes() if any(m in _cmdline(pid) for m in marks)]
-            if not pids or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        left += [f"pid {pid}: {_cmdline(pid)[:120]}" for pid in pids]
+        left += [f"pid {pid}: {_cmdline(pid)[:120]}" for pid in _wait_gone(jobs)]
         address = record.get("address")
         if address and not left and monitor.reachable(str(address), 2.0):
             left.append(f"a Ray head still answering at {address}")
@@ -371,6 +363,22 @@ class SlurmBackend(Backend):
             self.stop(record)
             return None
         return "starting"
+
+
+def _wait_gone(job_ids: list[str], timeout: float = 90.0) -> list[int]:
+    """Wait until no process of these jobs is left on this machine; returns those still there.
+
+    SLURM ends a job's process tree (SIGTERM, then SIGKILL after its KillWait); a Ray process of
+    the job still running here after that is proof it did not. Their temp folders are named after
+    the job; on other machines SLURM's own accounting is the proof.
+    """
+    marks = tuple(f"/tmp/eugo-{j}/" for j in job_ids)
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [pid for pid in _processes() if any(m in _cmdline(pid) for m in marks)]
+        if not pids or time.monotonic() > deadline:
+            return pids
+        time.sleep(0.5)
 
 
 def _public(slurm: dict[str, Any]) -> dict[str, Any]:
