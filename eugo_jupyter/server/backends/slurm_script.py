@@ -95,8 +95,8 @@ _NODE_ARGS = """\
 """
 
 _HEAD_BODY = """\
-# A busy machine can make Ray's start time out (it waits 30 s for its own node): three tries.
-for attempt in 1 2 3; do
+# A busy machine can make Ray's start time out (it waits 30 s for its own node): five tries.
+for attempt in 1 2 3 4 5; do
   rm -f "$temp_dir/ray_current_cluster"
   read -r ip port dashboard client nm om agent_http agent_grpc runtime_env metrics \\
     < <({python} -c "$pick" 9)
@@ -114,7 +114,7 @@ for attempt in 1 2 3; do
     wait "$ray_pid"
     exit
   fi
-  echo "ray start ended before the head was up, try $attempt of 3" >&2
+  echo "ray start ended before the head was up, try $attempt of 5" >&2
 done
 exit 1
 """
@@ -123,13 +123,13 @@ _WORKER_BODY = """\
 # Wait for the head job to publish its address in this cluster's folder.
 until [ -s head ]; do sleep 1; done
 read -r address dashboard_url < head
-# A busy head can miss a node's registration (Ray waits 30 s for it): up to three tries.
-for attempt in 1 2 3; do
+# A busy head can miss a node's registration (Ray waits 30 s for it): up to five tries.
+for attempt in 1 2 3 4 5; do
   read -r ip nm om agent_http agent_grpc runtime_env metrics < <({python} -c "$pick" 6)
   {ray} start --block --address="$address" --node-ip-address="$ip" \\
 {node_args}  status=0
   wait "$ray_pid" || status=$?
-  echo "ray start ended (exit $status), try $attempt of 3" >&2
+  echo "ray start ended (exit $status), try $attempt of 5" >&2
 done
 exit 1
 """
