@@ -24,7 +24,7 @@ from tornado.httpclient import HTTPClientError
 
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 
-DEADLINE = 600.0  # the machine is shared and Ray starts slowly under load: we poll, never time
+DEADLINE = 1200.0  # the machine is shared and Ray starts slowly under load: we poll, never time
 _shared: dict[str, Any] = {}
 
 

@@ -93,12 +93,15 @@ def _write_settings(settings_dir: Path) -> None:
 
 @contextlib.contextmanager
 def running_lab(
-    root: Path, args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None
+    root: Path, config: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None
 ) -> Iterator[Lab]:
-    """`jupyter lab --no-browser` on a free port, in folders under ``root``, with more command
-    line ``args`` and environment; every cluster left behind is shut down after."""
+    """`jupyter lab --no-browser` on a free port, in folders under ``root``, with more server
+    ``config`` (a jupyter_server_config.json) and environment; every cluster left behind is
+    shut down after."""
     for name in ("runtime", "config", "settings", "workspaces", "notebooks"):
         (root / name).mkdir()
+    if config:
+        (root / "config" / "jupyter_server_config.json").write_text(json.dumps(config))
     _write_settings(root / "settings")
     env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS"}}
     env.update(
@@ -113,7 +116,7 @@ def running_lab(
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
-        "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root / 'notebooks'}", *args,
+        "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root / 'notebooks'}",
     ]  # fmt: skip
     with log.open("w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -6,7 +6,6 @@ watch the card show the SLURM job and the node join, and shut it down through th
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +36,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory, slurm: Slurm) -> Iterator[Lab]
         "body": {"kind": "slurm", "slurm": {"partition": "debug", "nodes": 1}},
         "editable": ["slurm.walltime"],
     }
-    args = (
-        f"--EugoManagerExtension.slurm_shared_dir={slurm.folder / 'shared'}",
-        f"--EugoManagerExtension.profiles=[{json.dumps(profile)}]",
-    )
+    config = {
+        "EugoManagerExtension": {
+            "slurm_shared_dir": str(slurm.folder / "shared"),
+            "profiles": [profile],
+        }
+    }
     root = tmp_path_factory.mktemp("lab")
-    with running_lab(root, args, {"SLURM_CONF": str(slurm.conf)}) as server:
+    with running_lab(root, config, {"SLURM_CONF": str(slurm.conf)}) as server:
         yield server
 
 
