@@ -7,6 +7,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- OptionsError (ValueError)          a resource option the scheduler cannot accept
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
+     |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "ClusterError",
+    "ConfirmationError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
@@ -46,6 +48,10 @@ class SerializationError(EugoError, TypeError):
 
 class ClusterError(EugoError, RuntimeError):
     """There is no cluster to talk to, or the session is attached to a different one."""
+
+
+class ConfirmationError(ClusterError):
+    """The action would stop a cluster the Manager did not start; repeat it with confirmation."""
 
 
 class InfeasibleRequestError(EugoError, RuntimeError):

@@ -11,7 +11,9 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
     {
       "id": "c-3f9a2b1c",                # "c-" + 8 hex digits, stable across server restarts
       "name": "dev",
-      "kind": "local" | "connect",
+      "kind": "local" | "connect" | "found",   # found: a head on this machine the manager did
+                                         # not start (see discovery.py); Connect to use it, and
+                                         # DELETE stops it only with ?confirm=true
       "status": "starting" | "running" | "stopping" | "stopped" | "error",
                                          # a DELETE that answers 204 removes the cluster from
                                          # the list, so "stopped" is seen only in passing
@@ -25,6 +27,10 @@ The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list
                                          # base_url: the dashboard behind Jupyter's auth
       "created": "2026-11-29T16:20:00+00:00",
       "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
+      "expiry": null | {"idle_timeout": 600, "max_lifetime": null, "idle_for": 12.0,
+                 "stops_in": 588.0, "stops_because": "idle", "fired": null, "reason": null},
+                                         # see expiry.py; once fired, status is "stopped" and
+                                         # the card stays (with the reason) until removed
       "spec": {                          # what was asked for; null for kind "connect"
         "head": {"num_cpus": 2, "num_gpus": 0, "memory": null, "object_store_memory": null},
         "workers": [{"num_cpus": 1, "num_gpus": 1, "memory": null, "object_store_memory": null}]
@@ -75,9 +81,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import records
-from ..exceptions import ClusterError, OptionsError
+from ..exceptions import ClusterError, ConfirmationError, OptionsError
 from ..hpc._options import parse_memory
-from . import launcher, monitor
+from . import discovery, expiry, launcher, monitor
 
 __all__ = ["ClusterManager", "parse_connect", "parse_launch"]
 
@@ -223,6 +229,8 @@ class _Cluster:
     read_at: float = 0.0
     refreshing: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
+    limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
+    watching: asyncio.Task[None] | None = None
 
     @property
     def id(self) -> str:
@@ -251,6 +259,10 @@ class ClusterManager:
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
+        # Found clusters (heads on this machine the manager did not start): the last scan.
+        self._found: dict[str, tuple[discovery.Found, str | None]] = {}
+        self._found_at = 0.0
+        self._dashboards: dict[str, str | None] = {}
 
     # -- lifecycle of the manager itself
 
@@ -282,6 +294,7 @@ class ClusterManager:
                 record = {**record, "server_pid": _pid(), "status": "running"}
                 records.write_record(record)
                 self._clusters[record["id"]] = _Cluster(record=record, status="running")
+                self._watch(self._clusters[record["id"]], record.get("expiry"))
                 if record.get("lifetime") == "server":
                     self._register_atexit()
             else:
@@ -335,6 +348,7 @@ class ClusterManager:
             "created": record.get("created"),
             "updated": cluster.updated,
             "spec": record.get("spec"),
+            "expiry": cluster.limits.to_model(time.time()) if cluster.limits else None,
             **cluster.monitoring,
         }
 
@@ -342,13 +356,18 @@ class ClusterManager:
         """Every cluster this server knows, oldest first, with fresh monitoring."""
         await self._ensure_started()
         clusters = list(self._clusters.values())
-        await asyncio.gather(*(self._fresh(c) for c in clusters))
-        return [self._model(c) for c in clusters if c.id in self._clusters]
+        await asyncio.gather(*(self._fresh(c) for c in clusters), self._scan_found())
+        return [self._model(c) for c in clusters if c.id in self._clusters] + [
+            _found_model(found, dashboard) for found, dashboard in self._found.values()
+        ]
 
     async def get_cluster(self, cluster_id: str, fresh: bool = False) -> dict[str, Any] | None:
         """One cluster's model, or None for an unknown id; ``fresh=True`` waits for a new read."""
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            await self._scan_found()
+            return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
         if cluster is None:
             return None
         if fresh:
@@ -450,7 +469,15 @@ class ClusterManager:
             )
         kind = body.get("kind")
         if kind == "local":
-            return await self.launch(*parse_launch(body))
+            limits = expiry.parse_limits(body)
+            rest = {k: v for k, v in body.items() if k not in ("idle_timeout", "max_lifetime")}
+            model = await self.launch(*parse_launch(rest))
+            if any(limits):
+                cluster = self._clusters[model["id"]]
+                self._watch(cluster, dict(zip(("idle_timeout", "max_lifetime"), limits)))
+                self._save(cluster)
+                model = self._model(cluster)
+            return model
         if kind == "connect":
             return await self.connect(*parse_connect(body))
         raise OptionsError(f'kind={kind!r} is not allowed: use "local" (launch) or "connect".')
@@ -606,13 +633,17 @@ class ClusterManager:
         records.set_active(cluster.record)
         return self._model(cluster)
 
-    async def delete(self, cluster_id: str) -> bool:
+    async def delete(self, cluster_id: str, confirm: bool = False) -> bool:
         """Shut a launched cluster down (detach a connected one); False for an unknown id.
 
         Returns once every process the cluster started is gone; raises ClusterError otherwise.
+        A found cluster (not started here) is stopped only with ``confirm=True``; without it,
+        ConfirmationError.
         """
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            return await self._stop_found(cluster_id, confirm)
         if cluster is None:
             return False
         await self._stop(cluster)
@@ -639,6 +670,127 @@ class ClusterManager:
 
     def _save(self, cluster: _Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
+
+    # -- idle timeout and maximum lifetime (see expiry.py)
+
+    def _watch(self, cluster: _Cluster, limits: dict[str, Any] | None) -> None:
+        if not limits or not (limits.get("idle_timeout") or limits.get("max_lifetime")):
+            return
+        cluster.limits = expiry.Expiry(
+            idle_timeout=limits.get("idle_timeout"),
+            max_lifetime=limits.get("max_lifetime"),
+            started=float(limits.get("started") or time.time()),
+        )
+        cluster.record["expiry"] = cluster.limits.to_record()
+        cluster.watching = asyncio.ensure_future(self._watch_loop(cluster))
+
+    async def _watch_loop(self, cluster: _Cluster) -> None:
+        """Look at the cluster every few seconds, whether or not anyone polls the panel."""
+        limit = cluster.limits
+        assert limit is not None
+        loop = asyncio.get_running_loop()
+        interval = expiry.check_interval(limit.idle_timeout, limit.max_lifetime)
+        while cluster.id in self._clusters and not limit.fired:
+            await asyncio.sleep(interval)
+            if cluster.status != "running":
+                continue
+            busy = await loop.run_in_executor(
+                None,
+                expiry.busy,
+                str(cluster.record["address"]),
+                cluster.record.get("dashboard_url"),
+                self.read_timeout,
+            )
+            if cluster.status == "running" and limit.observe(busy, time.time()):
+                await self._expire(cluster)
+
+    async def _expire(self, cluster: _Cluster) -> None:
+        """A limit fired: stop every process, keep the card with the reason until removed."""
+        assert cluster.limits is not None
+        cluster.status = "stopping"
+        loop = asyncio.get_running_loop()
+        left = await loop.run_in_executor(
+            self._slow, launcher.stop, _pgids(cluster), str(cluster.record.get("temp_dir", ""))
+        )
+        cluster.status = "error" if left else "stopped"
+        cluster.error = f"{len(left)} processes did not stop: pids {left[:10]}." if left else None
+        cluster.monitoring = monitor.empty()
+        cluster.record["stop_reason"] = cluster.limits.reason()
+        if records.active_record() and records.active_record().get("id") == cluster.id:
+            records.clear_active()
+        self._save(cluster)
+
+    # -- found clusters (see discovery.py)
+
+    async def _scan_found(self) -> None:
+        if time.monotonic() - self._found_at < self.max_age:
+            return
+        self._found_at = time.monotonic()
+        loop = asyncio.get_running_loop()
+        heads = await loop.run_in_executor(None, discovery.scan)
+        known = {str(c.record.get("address")) for c in self._clusters.values()}
+        temp_dirs = [str(c.record["temp_dir"]) for c in self._clusters.values() if c.record.get("temp_dir")]
+        found = {}
+        for head in heads:
+            port = head.address.rpartition(":")[2]
+            if (
+                head.address in known
+                or any(head.session_dir.startswith(f"{d}/") for d in temp_dirs)
+                or any(a.endswith(f":{port}") and a.split(":")[0] in _LOOPBACK for a in known)
+            ):
+                continue
+            if head.address not in self._dashboards:
+                self._dashboards[head.address] = await loop.run_in_executor(
+                    None, monitor.dashboard_of, head.address, 3.0
+                )
+            found[head.id] = (head, self._dashboards[head.address])
+        self._found = found
+
+    async def _stop_found(self, cluster_id: str, confirm: bool) -> bool:
+        self._found_at = 0.0
+        await self._scan_found()
+        if cluster_id not in self._found:
+            return False
+        head, _ = self._found[cluster_id]
+        if not confirm:
+            raise ConfirmationError(
+                f"The Ray cluster at {head.address} (temp folder {head.temp_dir}) was not started "
+                "by the EugoHPC Manager, so it is not shut down unasked: someone may be using it. "
+                "To stop it anyway, confirm (DELETE with ?confirm=true; the panel asks you first), "
+                "or Connect to it instead."
+            )
+        loop = asyncio.get_running_loop()
+        left = await loop.run_in_executor(self._slow, discovery.stop, head)
+        self._found_at = 0.0
+        if left:
+            raise ClusterError(f"{len(left)} processes did not stop: pids {left[:10]}.")
+        self._found.pop(cluster_id, None)
+        return True
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _found_model(found: discovery.Found, dashboard: str | None) -> dict[str, Any]:
+    """The model of a head the manager did not start: Connect to use it; never ours to stop."""
+    return {
+        "id": found.id,
+        "name": f"found at {found.address}",
+        "kind": "found",
+        "status": "running",
+        "error": None,
+        "active": False,
+        "lifetime": None,
+        "address": found.address,
+        "dashboard_url": dashboard,
+        "dashboard_proxy": None,
+        "created": None,
+        "updated": None,
+        "spec": None,
+        "expiry": None,
+        "found": {"temp_dir": found.temp_dir, "session_dir": found.session_dir, "pid": found.pid},
+        **monitor.empty(),
+    }
 
 
 def _pgids(cluster: _Cluster) -> list[int]:

@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 __all__ = ["BRIDGE", "NETWORK", "Host", "TestBed", "TestBedError", "available"]
 
@@ -107,7 +108,7 @@ class TestBed:
 
     # -- building
 
-    def __enter__(self) -> TestBed:
+    def __enter__(self) -> Self:
         try:
             self._refuse_if_taken()
             self._make_bridge()
@@ -209,18 +210,19 @@ class TestBed:
         host.hidden = hidden
         # A private mount namespace: /data (and hidden paths) get an empty tmpfs only this host
         # sees; every ssh session is a child of this sshd, so it sees the same.
-        mounts = [f"mount -t tmpfs -o size=64m eugo-data /data"] + [
+        mounts = ["mount -t tmpfs -o size=64m eugo-data /data"] + [
             f"mount -t tmpfs -o size=1m eugo-hide {_quote(path)}" for path in hidden
         ]
         script = " && ".join([*mounts, f"exec /usr/sbin/sshd -D -e -f {_quote(str(config))}"])
-        host.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private",
-             "sh", "-c", script],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(folder / "sshd.log", "wb"),
-            start_new_session=True,
-        )
+        with open(folder / "sshd.log", "wb") as log:  # the child keeps its own descriptor
+            host.sshd = subprocess.Popen(
+                ["ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private",
+                 "sh", "-c", script],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
         self.hosts.pop()
         return host
 
@@ -257,7 +259,7 @@ class TestBed:
         """Run ``command`` on ``host`` as root (a test helper; commands here are fixed strings)."""
         return subprocess.run(
             ["ssh", *self.ssh_options(), f"root@{host.address}", command],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True, text=True, timeout=timeout, check=False,
         )
 
     def remove(self, host: Host) -> None:
