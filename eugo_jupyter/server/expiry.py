@@ -76,11 +76,15 @@ def check_interval(idle_timeout: float | None, max_lifetime: float | None) -> fl
 
 @dataclass
 class Expiry:
-    """The limits of one cluster and what was observed so far (times are ``time.time()``)."""
+    """The limits of one cluster and what was observed so far (times are ``time.time()``).
+
+    ``started`` is when the cluster began running (None before): a slow launch does not eat
+    into the lifetime, and the launch has its own timeout.
+    """
 
     idle_timeout: float | None
     max_lifetime: float | None
-    started: float
+    started: float | None
     idle_since: float | None = None
     fired: str | None = None
     fired_at: float | None = None
@@ -89,6 +93,8 @@ class Expiry:
         """Record one look at the cluster; returns "idle" or "max_lifetime" when one fires."""
         if self.fired:
             return None
+        if self.started is None:
+            self.started = now
         self.idle_since = None if busy else (self.idle_since if self.idle_since else now)
         if self.max_lifetime is not None and now - self.started >= self.max_lifetime:
             self.fired = "max_lifetime"
@@ -114,7 +120,7 @@ class Expiry:
 
     def to_model(self, now: float) -> ExpiryModel:
         countdowns = {}
-        if self.max_lifetime is not None:
+        if self.max_lifetime is not None and self.started is not None:
             countdowns["max_lifetime"] = self.started + self.max_lifetime - now
         if self.idle_timeout is not None and self.idle_since is not None:
             countdowns["idle"] = self.idle_since + self.idle_timeout - now

@@ -304,6 +304,9 @@ class ClusterManager:
 
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
+        for cluster in self._clusters.values():
+            if cluster.watching is not None:
+                cluster.watching.cancel()
         ours = [
             c
             for c in self._clusters.values()
@@ -679,7 +682,7 @@ class ClusterManager:
         cluster.limits = expiry.Expiry(
             idle_timeout=limits.get("idle_timeout"),
             max_lifetime=limits.get("max_lifetime"),
-            started=float(limits.get("started") or time.time()),
+            started=limits.get("started"),
         )
         cluster.record["expiry"] = cluster.limits.to_record()
         cluster.watching = asyncio.ensure_future(self._watch_loop(cluster))
@@ -694,6 +697,10 @@ class ClusterManager:
             await asyncio.sleep(interval)
             if cluster.status != "running":
                 continue
+            if limit.started is None:  # the lifetime counts from the moment it runs
+                limit.started = time.time()
+                cluster.record["expiry"] = limit.to_record()
+                self._save(cluster)
             busy = await loop.run_in_executor(
                 None,
                 expiry.busy,
