@@ -31,7 +31,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from eugo_jupyter.server import launcher, monitor
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import local as launcher
 
 
 def _free_port() -> int:

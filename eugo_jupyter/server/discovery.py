@@ -119,6 +119,6 @@ def stop(found: Found, grace: float = 5.0) -> list[int]:
 
     Only after the user confirmed: the Manager did not start this cluster.
     """
-    from .launcher import stop as stop_processes
+    from .backends.local import stop as stop_processes
 
     return stop_processes([found.pgid], found.session_dir, grace=grace)

@@ -9,6 +9,7 @@ group of their own so the test can clean up after a failure by that group only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -22,7 +23,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server import discovery, launcher
+from eugo_jupyter.server import discovery
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
 
@@ -39,10 +41,15 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
         args.append(f"--temp-dir={temp_dir}")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)
-    output, _ = proc.communicate(timeout=DEADLINE)
-    assert proc.returncode == 0, output[-2000:]
+    for attempt in (1, 2):  # a loaded machine can time a node's start out: try once more
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, start_new_session=True)
+        output, _ = proc.communicate(timeout=DEADLINE)
+        if proc.returncode == 0:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the failed start left
+        assert attempt == 1, output[-2000:]
     return proc, f"{launcher.node_ip()}:{port}"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 from eugo_jupyter.server.expiry import Expiry
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it

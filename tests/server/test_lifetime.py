@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eugo_jupyter import records
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 240.0
 
