@@ -112,6 +112,7 @@ class ClusterManager:
         read_timeout: float = 5.0,
         backends: dict[str, Backend] | None = None,
         profiles: list[dict[str, Any]] | None = None,
+        find_clusters: bool = True,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
@@ -126,6 +127,7 @@ class ClusterManager:
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
         # Found clusters (heads on this machine the manager did not start): the last scan.
+        self.find_clusters = find_clusters
         self._found: dict[str, tuple[discovery.Found, str | None]] = {}
         self._found_at = 0.0
         self._dashboards: dict[str, str | None] = {}
@@ -674,7 +676,7 @@ class ClusterManager:
     # -- found clusters (see discovery.py)
 
     async def _scan_found(self) -> None:
-        if time.monotonic() - self._found_at < self.max_age:
+        if not self.find_clusters or time.monotonic() - self._found_at < self.max_age:
             return
         self._found_at = time.monotonic()
         loop = asyncio.get_running_loop()

@@ -53,6 +53,17 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
     return proc, f"{launcher.node_ip()}:{port}"
 
 
+@pytest.fixture
+def jp_server_config() -> dict[str, object]:
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"eugo_jupyter": True},
+            "allow_unauthenticated_access": False,
+        },
+        "EugoManagerExtension": {"find_clusters": True},
+    }
+
+
 @pytest.fixture(scope="module")
 def heads() -> Iterator[dict[str, Any]]:
     temp_dir = tempfile.mkdtemp(prefix="eugo-t-")
