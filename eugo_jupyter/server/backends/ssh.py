@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -315,10 +316,13 @@ def _start_on(
     code, output = _run(command, _token(), timeout)
     if code == 0:
         return _HostResult(host, _ip_of(host), temp_dir, True)
-    return _HostResult(host, _ip_of(host), temp_dir, False, why_host_failed(spec, host, code, output))
+    reason = why_host_failed(spec, host, code, output)
+    return _HostResult(host, _ip_of(host), temp_dir, False, reason)
 
 
-def stop_on(spec: SshSpec, cluster_id: str, host: str, temp_dir: str, timeout: float = 60) -> str | None:
+def stop_on(
+    spec: SshSpec, cluster_id: str, host: str, temp_dir: str, timeout: float = 60
+) -> str | None:
     """Stop this cluster's node on one host; None when nothing is left, else a sentence.
 
     A host that does not answer is reported, not waited on: ssh gives up after its timeouts.
@@ -327,7 +331,8 @@ def stop_on(spec: SshSpec, cluster_id: str, host: str, temp_dir: str, timeout: f
     args = [temp_dir[:half], temp_dir[half:], _token_file(cluster_id)]
     code, output = _run(ssh_command(spec, host, _STOP, args), "", timeout)
     if code != 0 or "EUGO_LEFT" not in output:
-        return f"{host}: could not be reached to stop its node ({why_host_failed(spec, host, code, output)})"
+        why = why_host_failed(spec, host, code, output)
+        return f"{host}: could not be reached to stop its node ({why})"
     left = output.split("EUGO_LEFT", 1)[1].split()
     return f"{host}: pids {' '.join(left)} did not stop" if left else None
 
@@ -381,12 +386,18 @@ class SshBackend(Backend):
                 "give the path of the ray command on the hosts (for example ~/venv/bin/ray)",
             ),
             head_on=str(head_on),
-            cpus_per_host=requests.count(given.get("cpus_per_host", 1), "cpus_per_host", where, 0, local.MAX_CPUS),
-            gpus_per_host=requests.count(given.get("gpus_per_host", 0), "gpus_per_host", where, 0, local.MAX_GPUS),
+            cpus_per_host=requests.count(
+                given.get("cpus_per_host", 1), "cpus_per_host", where, 0, local.MAX_CPUS
+            ),
+            gpus_per_host=requests.count(
+                given.get("gpus_per_host", 0), "gpus_per_host", where, 0, local.MAX_GPUS
+            ),
             head=local.parse_node(body.get("head", {}), "head"),
         )
         if fields.cpus_per_host == 0 and fields.gpus_per_host == 0:
-            raise OptionsError("Each host would offer nothing: give cpus_per_host or gpus_per_host above 0.")
+            raise OptionsError(
+                "Each host would offer nothing: give cpus_per_host or gpus_per_host above 0."
+            )
         return Spec(
             kind=self.kind,
             name=requests.name(body.get("name"), "ssh"),
@@ -408,14 +419,18 @@ class SshBackend(Backend):
             head_ip, port = _ip_of(fields.hosts[0]), 6379
             args = _head_args_remote(fields, head_ip, port, _temp_dir(cluster_id, 0))
             commands.append(
-                ssh_command(fields, fields.hosts[0], "<start script>", [fields.ray_path, "TOKEN", *args])
+                ssh_command(
+                    fields, fields.hosts[0], "<start script>", [fields.ray_path, "TOKEN", *args]
+                )
             )
             where, workers = fields.hosts[0], workers[1:]
         for index, host in enumerate(fields.hosts):
             if host not in workers:
                 continue
-            args = _worker_args(fields, f"{head_ip}:{port}", _ip_of(host), _temp_dir(cluster_id, index))
-            commands.append(ssh_command(fields, host, "<start script>", [fields.ray_path, "TOKEN", *args]))
+            folder = _temp_dir(cluster_id, index)
+            args = _worker_args(fields, f"{head_ip}:{port}", _ip_of(host), folder)
+            script_args = [fields.ray_path, "TOKEN", *args]
+            commands.append(ssh_command(fields, host, "<start script>", script_args))
         summary = (
             f"A head with {local._describe(fields.head)} on {where}, then a worker with "
             f"{fields.cpus_per_host} CPUs and {fields.gpus_per_host} GPUs on each of "
@@ -440,8 +455,11 @@ class SshBackend(Backend):
                     break
                 except local.LaunchError:
                     if attempt == 2:
+                        shutil.rmtree(temp_dir, ignore_errors=True)
                         raise
-                    args, port, dashboard_port = local.head_arguments(fields.head, head_ip, temp_dir)
+                    args, port, dashboard_port = local.head_arguments(
+                        fields.head, head_ip, temp_dir
+                    )
             updates["temp_dir"] = temp_dir
             updates["dashboard_url"] = f"http://127.0.0.1:{dashboard_port}"
         else:
@@ -456,17 +474,13 @@ class SshBackend(Backend):
         address = f"{head_ip}:{port}"
         # Hosts in parallel: each is its own machine, and one slow or failing host must not
         # hold the others back.
+        def start_worker(pair: tuple[int, str]) -> _HostResult:
+            index, host = pair
+            args = _worker_args(fields, address, _ip_of(host), _temp_dir(cluster_id, index))
+            return _start_on(fields, cluster_id, host, index, args, timeout)
+
         with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
-            results += list(
-                pool.map(
-                    lambda pair: _start_on(
-                        fields, cluster_id, pair[1], pair[0],
-                        _worker_args(fields, address, _ip_of(pair[1]), _temp_dir(cluster_id, pair[0])),
-                        timeout,
-                    ),
-                    hosts,
-                )
-            )
+            results += list(pool.map(start_worker, hosts))
         joined = [r for r in results if r.joined]
         updates.update(
             address=address,
