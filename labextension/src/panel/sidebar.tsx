@@ -11,6 +11,7 @@ import { ClusterStore } from '../model';
 import { ClusterCard } from './card';
 import { ConnectForm } from './connect';
 import { LaunchForm } from './launch';
+import { SshLaunchForm } from './ssh';
 
 export const SIDEBAR_ID = 'eugo-hpc-manager';
 
@@ -71,6 +72,10 @@ function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
       <details className="eugo-Section" open={clusters.length === 0}>
         <summary className="eugo-Section-title">Launch a local cluster</summary>
         <LaunchForm commands={commands} />
+      </details>
+      <details className="eugo-Section">
+        <summary className="eugo-Section-title">Launch on SSH hosts</summary>
+        <SshLaunchForm commands={commands} />
       </details>
       <details className="eugo-Section">
         <summary className="eugo-Section-title">Connect to a cluster</summary>
