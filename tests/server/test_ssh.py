@@ -177,7 +177,7 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
     )
     model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
     try:
-        assert [h["status"] for h in model["ssh"]["hosts"]] == ["joined", "joined"]
+        assert [h["status"] for h in model["ssh"]["hosts"]] == ["joined", "joined"], model["ssh"]
         addresses = sorted(n["address"] for n in model["nodes"] if n["alive"])
         assert addresses == sorted([local.node_ip(), h1.address, h2.address])
 

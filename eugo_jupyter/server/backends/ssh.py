@@ -313,9 +313,15 @@ def _start_on(
 ) -> _HostResult:
     temp_dir = _temp_dir(cluster_id, index)
     command = ssh_command(spec, host, _START, [spec.ray_path, _token_file(cluster_id), *args])
-    code, output = _run(command, _token(), timeout)
-    if code == 0:
-        return _HostResult(host, _ip_of(host), temp_dir, True)
+    for attempt in (1, 2):
+        code, output = _run(command, _token(), timeout)
+        if code == 0:
+            return _HostResult(host, _ip_of(host), temp_dir, True)
+        if code in (127, 255) or "ersion mismatch" in output or attempt == 2:
+            break
+        # `ray start` itself failed (a busy host times a node's start out): clear what it left
+        # and try once more, as the local backend does for its worker nodes.
+        stop_on(spec, cluster_id, host, temp_dir)
     reason = why_host_failed(spec, host, code, output)
     return _HostResult(host, _ip_of(host), temp_dir, False, reason)
 
