@@ -8,6 +8,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
      |    +-- LaunchError                   a node of a launched cluster did not start
+     |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
@@ -35,6 +36,7 @@ __all__ = [
     "CellError",
     "ClusterError",
     "ConflictError",
+    "ConfirmationError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
@@ -66,6 +68,8 @@ class ClusterError(EugoError, RuntimeError):
 
 class LaunchError(ClusterError):
     """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+class ConfirmationError(ClusterError):
+    """The action would stop a cluster the Manager did not start; repeat it with confirmation."""
 
 
 class InfeasibleRequestError(EugoError, RuntimeError):

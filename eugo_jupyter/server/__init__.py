@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Dict, Float, List, Unicode
+from traitlets import Bool, Dict, Float, List, Unicode
 
 from .backends import default_backends
 from .manager import ClusterManager
@@ -36,6 +36,12 @@ class EugoManagerExtension(ExtensionApp):
         help="Seconds a `ray start` may take before the launch counts as failed.",
     )
 
+    find_clusters = Bool(
+        True,
+        config=True,
+        help="List Ray heads running on this machine that the Manager did not start (kind "
+        '"found"), so they can be connected to.',
+    )
     slurm_shared_dir = Unicode(
         "",
         config=True,
@@ -57,6 +63,7 @@ class EugoManagerExtension(ExtensionApp):
             launch_timeout=self.launch_timeout,
             backends=default_backends(slurm_dir=self.slurm_shared_dir or None),
             profiles=list(self.profiles),
+            find_clusters=self.find_clusters,
         )
 
     def initialize_handlers(self) -> None:

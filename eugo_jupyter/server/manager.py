@@ -19,6 +19,10 @@ still sees it; a connected cluster that stops answering turns "error"). A launch
 ends by itself (SLURM's wall time, processes killed) turns "stopped" with the reason in
 ``error``; its record is removed at once, so kernels no longer pick it.
 
+Clusters found on this machine but not started here (``discovery.py``) are listed after the
+manager's own, as kind "found"; DELETE stops one only with ``confirm=True``. A launched cluster
+may carry an idle timeout and a maximum lifetime (``expiry.py``), watched by a task of its own.
+
 Usable without the panel or HTTP, from any asyncio code (a notebook cell can ``await``):
 
 >>> manager = ClusterManager()
@@ -41,8 +45,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import records
-from ..exceptions import ClusterError
-from . import monitor, requests
+from ..exceptions import ClusterError, ConfirmationError, OptionsError
+from . import discovery, expiry, monitor, requests
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
 from .models import ClusterModel, make_cluster_model
 from .profiles import apply_profile, check_profile
@@ -67,6 +71,8 @@ class _Cluster:
     read_at: float = 0.0
     refreshing: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
+    limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
+    watching: asyncio.Task[None] | None = None
 
     @property
     def id(self) -> str:
@@ -107,6 +113,7 @@ class ClusterManager:
         read_timeout: float = 5.0,
         backends: dict[str, Backend] | None = None,
         profiles: list[dict[str, Any]] | None = None,
+        find_clusters: bool = True,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
@@ -120,6 +127,11 @@ class ClusterManager:
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
+        # Found clusters (heads on this machine the manager did not start): the last scan.
+        self.find_clusters = find_clusters
+        self._found: dict[str, tuple[discovery.Found, str | None]] = {}
+        self._found_at = 0.0
+        self._dashboards: dict[str, str | None] = {}
 
     # -- lifecycle of the manager itself
 
@@ -143,6 +155,7 @@ class ClusterManager:
             records.write_record(record)
             cluster = _Cluster(record=record, status=status)
             self._clusters[cluster.id] = cluster
+            self._watch(cluster, record.get("expiry"))
             if record.get("lifetime") == "server":
                 self._register_atexit()
             if status == "starting":
@@ -155,6 +168,9 @@ class ClusterManager:
 
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
+        for cluster in self._clusters.values():
+            if cluster.watching is not None:
+                cluster.watching.cancel()
         ours = [c for c in self._clusters.values() if self._stops_with_server(c)]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
         for cluster in self._clusters.values():  # the others outlive us: stop watching them
@@ -181,7 +197,7 @@ class ClusterManager:
     def _model(self, cluster: _Cluster) -> ClusterModel:
         active = records.active_record()
         backend = self.backends.get(cluster.kind)
-        return make_cluster_model(
+        model = make_cluster_model(
             cluster.record,
             cluster.status,
             error=cluster.error,
@@ -191,18 +207,25 @@ class ClusterManager:
             backend_state=cluster.backend_state,
             scalable=bool(backend and backend.scalable),
         )
+        model["expiry"] = cluster.limits.to_model(time.time()) if cluster.limits else None
+        return model
 
     async def list_clusters(self) -> list[ClusterModel]:
         """Every cluster this server knows, oldest first, with fresh monitoring."""
         await self._ensure_started()
         clusters = list(self._clusters.values())
-        await asyncio.gather(*(self._fresh(c) for c in clusters))
-        return [self._model(c) for c in clusters if c.id in self._clusters]
+        await asyncio.gather(*(self._fresh(c) for c in clusters), self._scan_found())
+        return [self._model(c) for c in clusters if c.id in self._clusters] + [
+            _found_model(found, dashboard) for found, dashboard in self._found.values()
+        ]
 
     async def get_cluster(self, cluster_id: str, fresh: bool = False) -> ClusterModel | None:
         """One cluster's model, or None for an unknown id; ``fresh=True`` waits for a new read."""
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            await self._scan_found()
+            return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
         if cluster is None:
             return None
         if fresh:
@@ -368,7 +391,16 @@ class ClusterManager:
         answers there.
         """
         await self._ensure_started()
+        limits = None
+        if isinstance(body, dict) and ("idle_timeout" in body or "max_lifetime" in body):
+            limits = dict(zip(("idle_timeout", "max_lifetime"), expiry.parse_limits(body)))
+            body = {k: v for k, v in body.items() if k not in ("idle_timeout", "max_lifetime")}
         backend, spec = self._validate(body)
+        if limits and not backend.owns_processes:
+            raise OptionsError(
+                f"idle_timeout and max_lifetime apply to clusters the Manager launches, not to "
+                f"kind {spec.kind!r} (not ours to stop); leave them out."
+            )
         record = _new_record(f"c-{secrets.token_hex(4)}", spec)
         cluster = _Cluster(record=record, status="starting")
         if backend.starts_quickly:  # a refusal (bad address, bad partition) is this call's error
@@ -384,8 +416,9 @@ class ClusterManager:
             self._clusters[cluster.id] = cluster
             await self._fresh(cluster)
             return self._model(cluster)
-        records.write_record(record)
         self._clusters[cluster.id] = cluster
+        self._watch(cluster, limits)
+        records.write_record(record)
         if spec.lifetime == "server":
             self._register_atexit()
         started = backend.starts_quickly
@@ -501,19 +534,25 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         url = cluster.record.get("dashboard_url") if cluster else None
+        if cluster is None and cluster_id in self._found:
+            url = self._found[cluster_id][1]
         if not url:
             return None
         loop = asyncio.get_running_loop()
         headers = await loop.run_in_executor(None, monitor.auth_headers)
         return str(url).rstrip("/"), headers
 
-    async def delete(self, cluster_id: str) -> bool:
+    async def delete(self, cluster_id: str, confirm: bool = False) -> bool:
         """Shut a launched cluster down (detach a connected one); False for an unknown id.
 
         Returns once every process the cluster started is gone; raises ClusterError otherwise.
+        A found cluster (not started here) is stopped only with ``confirm=True``; without it,
+        ConfirmationError.
         """
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            return await self._stop_found(cluster_id, confirm)
         if cluster is None:
             return False
         await self._stop(cluster)
@@ -541,6 +580,132 @@ class ClusterManager:
 
     def _save(self, cluster: _Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
+
+    # -- idle timeout and maximum lifetime (see expiry.py)
+
+    def _watch(self, cluster: _Cluster, limits: dict[str, Any] | None) -> None:
+        if not limits or not (limits.get("idle_timeout") or limits.get("max_lifetime")):
+            return
+        cluster.limits = expiry.Expiry(
+            idle_timeout=limits.get("idle_timeout"),
+            max_lifetime=limits.get("max_lifetime"),
+            started=limits.get("started"),
+        )
+        cluster.record["expiry"] = cluster.limits.to_record()
+        cluster.watching = asyncio.ensure_future(self._watch_loop(cluster))
+
+    async def _watch_loop(self, cluster: _Cluster) -> None:
+        """Look at the cluster every few seconds, whether or not anyone polls the panel."""
+        limit = cluster.limits
+        assert limit is not None
+        loop = asyncio.get_running_loop()
+        interval = expiry.check_interval(limit.idle_timeout, limit.max_lifetime)
+        while cluster.id in self._clusters and not limit.fired:
+            await asyncio.sleep(interval)
+            if cluster.status != "running":
+                continue
+            if limit.started is None:  # the lifetime counts from the moment it runs
+                limit.started = time.time()
+                cluster.record["expiry"] = limit.to_record()
+                self._save(cluster)
+            busy = await loop.run_in_executor(
+                None,
+                expiry.busy,
+                str(cluster.record["address"]),
+                cluster.record.get("dashboard_url"),
+                self.read_timeout,
+            )
+            if cluster.status == "running" and limit.observe(busy, time.time()):
+                await self._expire(cluster)
+
+    async def _expire(self, cluster: _Cluster) -> None:
+        """A limit fired: stop every node, keep the card with the reason until it is removed."""
+        assert cluster.limits is not None
+        cluster.status = "stopping"
+        loop = asyncio.get_running_loop()
+        backend = self.backends[cluster.kind]
+        left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
+        cluster.status = "error" if left else "stopped"
+        cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}." if left else None
+        cluster.monitoring = monitor.empty()
+        cluster.record["stop_reason"] = cluster.limits.reason()
+        active = records.active_record()
+        if active and active.get("id") == cluster.id:
+            records.clear_active()  # new kernels must not pick a stopped cluster
+        self._save(cluster)
+
+    # -- found clusters (see discovery.py)
+
+    async def _scan_found(self) -> None:
+        if not self.find_clusters or time.monotonic() - self._found_at < self.max_age:
+            return
+        self._found_at = time.monotonic()
+        loop = asyncio.get_running_loop()
+        heads = await loop.run_in_executor(None, discovery.scan)
+        known = {str(c.record.get("address")) for c in self._clusters.values()}
+        temp_dirs = [
+            str(c.record["temp_dir"]) for c in self._clusters.values() if c.record.get("temp_dir")
+        ]
+        found = {}
+        for head in heads:
+            port = head.address.rpartition(":")[2]
+            if (
+                head.address in known
+                or any(head.session_dir.startswith(f"{d}/") for d in temp_dirs)
+                or any(a.endswith(f":{port}") and a.split(":")[0] in _LOOPBACK for a in known)
+            ):
+                continue
+            if head.address not in self._dashboards:
+                self._dashboards[head.address] = await loop.run_in_executor(
+                    None, monitor.dashboard_of, head.address, 3.0
+                )
+            found[head.id] = (head, self._dashboards[head.address])
+        self._found = found
+
+    async def _stop_found(self, cluster_id: str, confirm: bool) -> bool:
+        self._found_at = 0.0
+        await self._scan_found()
+        if cluster_id not in self._found:
+            return False
+        head, _ = self._found[cluster_id]
+        if not confirm:
+            raise ConfirmationError(
+                f"The Ray cluster at {head.address} (temp folder {head.temp_dir}) was not started "
+                "by the EugoHPC Manager, so it is not shut down unasked: someone may be using it. "
+                "To stop it anyway, confirm (DELETE with ?confirm=true; the panel asks you first), "
+                "or Connect to it instead."
+            )
+        loop = asyncio.get_running_loop()
+        left = await loop.run_in_executor(self._slow, discovery.stop, head)
+        self._found_at = 0.0
+        if left:
+            raise ClusterError(f"{len(left)} processes did not stop: pids {left[:10]}.")
+        self._found.pop(cluster_id, None)
+        return True
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _found_model(found: discovery.Found, dashboard: str | None) -> ClusterModel:
+    """The model of a head the manager did not start: Connect to use it; never ours to stop."""
+    model = make_cluster_model(
+        {
+            "id": found.id,
+            "name": f"found at {found.address}",
+            "kind": "found",
+            "address": found.address,
+            "dashboard_url": dashboard,
+        },
+        "running",
+    )
+    model["expiry"] = None
+    model["found"] = {
+        "temp_dir": found.temp_dir,
+        "session_dir": found.session_dir,
+        "pid": found.pid,
+    }
+    return model
 
 
 def _sentence(exc: BaseException) -> str:

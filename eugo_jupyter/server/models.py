@@ -32,6 +32,8 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
                    "functions": []}],
       "slurm": {"jobs": [...], ...}      # only for kind "slurm": the backend's own state, under
                                          # its kind's name (see backends/slurm.py)
+      "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
+      "found": {"temp_dir", "session_dir", "pid"}   # only for kind "found" (discovery.py)
     }
 
 >>> model = make_cluster_model({"id": "c-1", "name": "x", "kind": "local"}, "starting")
@@ -44,6 +46,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from . import monitor
+from .expiry import ExpiryModel
 
 __all__ = ["ClusterModel", "TaskCounts", "make_cluster_model"]
 
@@ -81,6 +84,8 @@ class ClusterModel(_ClusterModelBase, total=False):
 
     slurm: dict[str, Any]
     ssh: dict[str, Any]
+    expiry: ExpiryModel | None
+    found: dict[str, Any]
 
 
 def make_cluster_model(

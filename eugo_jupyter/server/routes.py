@@ -14,7 +14,7 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from ..exceptions import ClusterError, OptionsError
+from ..exceptions import ClusterError, ConfirmationError, OptionsError
 from .manager import ClusterManager
 
 __all__ = ["setup_route_handlers"]
@@ -118,7 +118,11 @@ class NodesHandler(_Base):
 
 
 class ClusterHandler(_Base):
-    """``GET /eugo/clusters/{id}`` reads; ``DELETE`` shuts down (or detaches) and answers 204."""
+    """``GET /eugo/clusters/{id}`` reads; ``DELETE`` shuts down (or detaches) and answers 204.
+
+    A found cluster (not started by the Manager) is only shut down with ``?confirm=true``; without
+    it the answer is 409 with a sentence saying so.
+    """
 
     @tornado.web.authenticated
     async def get(self, cluster_id: str) -> None:
@@ -129,8 +133,11 @@ class ClusterHandler(_Base):
 
     @tornado.web.authenticated
     async def delete(self, cluster_id: str) -> None:
+        confirm = self.get_argument("confirm", "").lower() in ("1", "true", "yes")
         try:
-            found = await self.manager.delete(cluster_id)
+            found = await self.manager.delete(cluster_id, confirm=confirm)
+        except ConfirmationError as exc:  # a found cluster: not ours to stop unasked
+            raise tornado.web.HTTPError(409, str(exc)) from None
         except ClusterError as exc:
             raise tornado.web.HTTPError(500, str(exc)) from None
         if not found:

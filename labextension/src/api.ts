@@ -3,7 +3,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 export type ClusterStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error';
-export type ClusterKind = 'local' | 'slurm' | 'connect' | string;
+export type ClusterKind = 'local' | 'connect' | 'ssh' | 'found' | 'slurm';
 export type Lifetime = 'server' | 'persistent';
 
 /** One GPU on a node, as NVML reports it (fields absent where NVML is not available). */
@@ -221,8 +221,9 @@ export const removeNode = (id: string, node: string): Promise<ICluster> =>
 export const activateCluster = (id: string): Promise<ICluster> =>
   requestAPI<ICluster>(path(id, 'activate'), { method: 'POST' });
 
-export const shutdownCluster = (id: string): Promise<void> =>
-  requestAPI<void>(path(id), { method: 'DELETE' });
+/** `confirm`: the user agreed to stop a cluster the Manager did not start (kind "found"). */
+export const shutdownCluster = (id: string, confirm = false): Promise<void> =>
+  requestAPI<void>(path(id) + (confirm ? '?confirm=true' : ''), { method: 'DELETE' });
 
 /**
  * The dashboard link as the browser should open it: through the Jupyter server (behind its

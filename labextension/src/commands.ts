@@ -139,18 +139,21 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
       const verb = launched ? 'Shut down' : 'Detach';
       const result = await showDialog({
         title: `${verb} ${c.name}?`,
-        body: launched
-          ? c.kind === 'slurm'
-            ? 'Its SLURM jobs are cancelled (scancel); running tasks and objects are lost.'
-            : 'Every Ray process of this cluster stops; running tasks and objects in its store are lost.'
-          : 'The cluster keeps running; this server and new kernels stop using it.',
+        body:
+          c.kind === 'found'
+            ? 'The EugoHPC Manager did not start this cluster: someone may be using it. Its processes on this machine stop.'
+            : launched
+              ? c.kind === 'slurm'
+                ? 'Its SLURM jobs are cancelled (scancel); running tasks and objects are lost.'
+                : 'Every Ray process of this cluster stops; running tasks and objects in its store are lost.'
+              : 'The cluster keeps running; this server and new kernels stop using it.',
         buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: verb })]
       });
       if (!result.button.accept) {
         return;
       }
       await guarded(c.id, `Could not ${verb.toLowerCase()} ${c.name}`, async () => {
-        await shutdownCluster(c.id);
+        await shutdownCluster(c.id, c.kind === 'found');
         store.remove(c.id);
       });
     }

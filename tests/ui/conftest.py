@@ -116,6 +116,7 @@ def running_lab(
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
+        "--EugoManagerExtension.find_clusters=False",
         "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root / 'notebooks'}",
     ]  # fmt: skip
     with log.open("w") as out:

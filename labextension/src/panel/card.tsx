@@ -7,6 +7,7 @@ import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
 import { SlurmJobs } from './jobs';
 import { formatBytes, NodeTable, ResourceBar, usage, WaitingBanner } from './resources';
+import { ClusterExtras } from './ssh';
 
 interface ICardProps {
   cluster: ICluster;
@@ -101,7 +102,9 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
         </span>
       </header>
       <div className="eugo-Card-meta">
-        <span className="eugo-Tag">{cluster.kind === 'connect' ? 'connected' : cluster.kind}</span>
+        <span className="eugo-Tag">
+          {cluster.kind === 'connect' ? 'connected' : (cluster.kind as string)}
+        </span>
         {cluster.active && (
           <span className="eugo-Tag eugo-mod-active" title="New kernels use this cluster">
             active
@@ -127,6 +130,7 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
       )}
       <WaitingBanner waiting={cluster.waiting} />
       <SlurmJobs cluster={cluster} busy={busy} commands={commands} />
+      <ClusterExtras cluster={cluster} commands={commands} />
       {live && (
         <>
           <div className="eugo-Bars">

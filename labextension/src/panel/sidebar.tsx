@@ -13,6 +13,7 @@ import { ClusterCard } from './card';
 import { ConnectForm } from './connect';
 import { LaunchForm } from './launch';
 import { SlurmForm } from './slurm';
+import { SshLaunchForm } from './ssh';
 
 export const SIDEBAR_ID = 'eugo-hpc-manager';
 
@@ -111,6 +112,10 @@ function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
         </div>
       )}
       <LaunchSection commands={commands} open={clusters.length === 0} />
+      <details className="eugo-Section">
+        <summary className="eugo-Section-title">Launch on SSH hosts</summary>
+        <SshLaunchForm commands={commands} />
+      </details>
       <details className="eugo-Section">
         <summary className="eugo-Section-title">Connect to a cluster</summary>
         <ConnectForm commands={commands} />
