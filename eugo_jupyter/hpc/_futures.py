@@ -88,6 +88,8 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
+    if recorder is not None:
+        recorder.returned(refs, values if many else [values])
     for hook in get_hooks:
         hook(refs)
     return values
