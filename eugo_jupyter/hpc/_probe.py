@@ -39,6 +39,7 @@ class _TaskProbe:
 
     def __init__(self, argument_refs: set[bytes]) -> None:
         self.argument_refs = argument_refs
+        self.submitted: set[bytes] = set()
         self.gets = 0
         self.waited = 0.0
 
@@ -50,11 +51,17 @@ class _TaskProbe:
         if cached is None or cached[0] is not fn:
             cached = self._remotes[id(fn)] = (fn, ray.remote(fn))
         remote = cached[1].options(**options) if options else cached[1]
-        return remote.remote(*args, **kwargs)
+        return self._note(remote.remote(*args, **kwargs))
+
+    def _note(self, refs: Any) -> Any:
+        for ref in refs if isinstance(refs, list) else [refs]:
+            if hasattr(ref, "binary"):
+                self.submitted.add(ref.binary())
+        return refs
 
     def submit_method(self, cls: Any, handle: Any, method: str, label: str, plain: Any,
                       timed: bool, args: tuple, kwargs: dict) -> Any:  # fmt: skip
-        return plain.remote(*args, **kwargs)
+        return self._note(plain.remote(*args, **kwargs))
 
     def got(self, refs: Any, began: float, ended: float) -> None:
         if any(getattr(r, "binary", None) and r.binary() in self.argument_refs for r in refs):
@@ -99,10 +106,10 @@ def _run(body: Callable[[], Any], args: tuple, kwargs: dict) -> tuple[Any, Timin
         node = context.get_node_id()
     except Exception:  # noqa: BLE001 - timing must never fail a task
         node = None
-    returned_put = False
-    if isinstance(value, ray.ObjectRef):
-        # A future this very task created (its id derives from the task's) came from put().
-        returned_put = value.task_id().hex() == context.get_task_id()
+    # A future that is neither a call this body submitted nor one it was given: a put().
+    returned_put = isinstance(value, ray.ObjectRef) and value.binary() not in (
+        probe.submitted | probe.argument_refs
+    )
     timing: Timing = {
         "start": start,
         "end": end,
