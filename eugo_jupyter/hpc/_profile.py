@@ -104,7 +104,7 @@ class Run(Recorder):
         t0 = self.started if self.started is not None else time.time()
         timings = self._collect(wait)
         tasks: list[TaskRecord] = []
-        for task, timing in zip(self._tasks, timings):
+        for task, timing in zip(self._tasks, timings, strict=False):
             row: TaskRecord = {**task}  # type: ignore[typeddict-item]
             row["submit"] = task["submit"] - t0
             if timing and not timing.get("failed"):
@@ -156,10 +156,10 @@ def _local_memory() -> dict[str, float]:
     import ray
 
     here = ray.get_runtime_context().get_node_id()
-    store = next(
-        (n["Resources"].get("object_store_memory", 0.0) for n in ray.nodes() if n["NodeID"] == here),
-        0.0,
-    )
+    stores = [
+        n["Resources"].get("object_store_memory", 0.0) for n in ray.nodes() if n["NodeID"] == here
+    ]
+    store = stores[0] if stores else 0.0
     try:
         free = float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):  # not a POSIX system

@@ -222,7 +222,7 @@ class Recorder:
 
         records: list[ArgRecord] = []
         deps = []
-        for name, value in zip(names, values):
+        for name, value in zip(names, values, strict=False):
             if isinstance(value, ray.ObjectRef):
                 producer = self._by_ref.get(value.binary())
                 if producer is not None:
@@ -339,7 +339,7 @@ class Recorder:
 
     # -- fetching -----------------------------------------------------------------------------
     def got(self, refs: Iterable[Any], began: float, ended: float) -> None:
-        """Note a ``get`` call: when it blocked, on which recorded tasks, and how much it fetched."""
+        """Note a ``get`` call: when it ran, on which recorded calls, and how much it fetched."""
         refs = list(refs)
         futures = []
         for ref in refs:
@@ -357,7 +357,7 @@ class Recorder:
 
     def returned(self, refs: list[Any], values: list[Any]) -> None:
         """Remember (by id, never holding them) the values a ``get`` returned."""
-        for ref, value in zip(refs, values):
+        for ref, value in zip(refs, values, strict=False):
             binary = getattr(ref, "binary", None)
             index = self._by_ref.get(binary()) if binary else None
             if index is not None and value is not None:

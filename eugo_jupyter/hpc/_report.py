@@ -135,7 +135,9 @@ class Report:
         )
         cells = "".join(f"<th>{html.escape(title)}</th>" for title, _, _ in _COLUMNS)
         rows = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(fmt(f[key]))}</td>" for _, key, fmt in _COLUMNS) + "</tr>"
+            "<tr>"
+            + "".join(f"<td>{html.escape(fmt(f[key]))}</td>" for _, key, fmt in _COLUMNS)
+            + "</tr>"
             for f in self.functions
         )
         stats = f"<table class='eugo-profile'><tr>{cells}</tr>{rows}</table>"

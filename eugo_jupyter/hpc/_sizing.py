@@ -104,7 +104,7 @@ def captured_sizes(fn: Callable[..., Any]) -> list[tuple[str, int]]:
     if code is None:
         return []
     found: dict[str, Any] = {}
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
         try:
             found[name] = cell.cell_contents
         except ValueError:  # an empty cell
@@ -112,7 +112,8 @@ def captured_sizes(fn: Callable[..., Any]) -> list[tuple[str, int]]:
     namespace = getattr(fn, "__globals__", {})
     for name in _global_reads(code):
         value = namespace.get(name)
-        if name in namespace and not isinstance(value, (types.ModuleType, type)) and not callable(value):
+        shipped = not isinstance(value, (types.ModuleType, type)) and not callable(value)
+        if name in namespace and shipped:
             found.setdefault(name, value)
     sizes = []
     for name, value in found.items():

@@ -241,7 +241,11 @@ def stragglers(model: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
         last_end = max(t["end"] for t in tasks)
         others_end = max((t["end"] for t in tasks if t is not worst), default=last_end)
         waited = max(0.0, worst["end"] - others_end) if worst["end"] == last_end else 0.0
-        tail = f"; the run waited {waited:.2f} s on it after every other task was done" if waited > 0 else ""
+        tail = (
+            f"; the run waited {waited:.2f} s on it after every other task was done"
+            if waited > 0
+            else ""
+        )
         more = f" ({len(slow)} tasks were this slow)" if len(slow) > 1 else ""
         names.add(name)
         out.append(
@@ -390,7 +394,9 @@ def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
     out = []
     for name, queued in flagged.items():
         waits = sorted(t["start"] - t["submit"] for t in queued)
-        gpu_names = sorted({tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)})
+        gpu_names = sorted(
+            {tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)}
+        )
         out.append(
             finding(
                 "cpu_behind_gpu",

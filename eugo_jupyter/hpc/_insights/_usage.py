@@ -197,8 +197,8 @@ def global_state(model: Mapping[str, Any]) -> list[Finding]:
     for name, tasks in by_function(model["tasks"]).items():
         writes = tasks[0].get("global_writes") or []
         if writes:
-            out.append(finding("global_state", name, global_message(name, writes) +
-                               " Results that depend on it are silently wrong.", GLOBAL_FIX))  # fmt: skip
+            said = global_message(name, writes) + " Results that depend on it are silently wrong."
+            out.append(finding("global_state", name, said, GLOBAL_FIX))
     return out
 
 
@@ -206,7 +206,9 @@ def redefinitions(model: Mapping[str, Any]) -> list[Finding]:
     """The same function or actor class defined again and again (decorated inside a loop)."""
     counts: dict[str, int] = defaultdict(int)
     for task in model["tasks"]:
-        owner = task["function"].split(".")[0] if task.get("kind") == "actor method" else task["function"]
+        owner = task["function"]
+        if task.get("kind") == "actor method":
+            owner = owner.rsplit(".", 1)[0]  # the class: its methods share its definitions
         counts[owner] = max(counts[owner], int(task.get("definition", 0)) + 1)
     return [
         finding(
