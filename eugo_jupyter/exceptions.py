@@ -19,6 +19,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
+     +-- GlobalStateWarning                 a task or actor assigns a module global
 
 Messages say what happened and what to do about it.
 
@@ -40,6 +41,7 @@ __all__ = [
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
+    "GlobalStateWarning",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
     "LaunchError",
@@ -135,3 +137,7 @@ class EugoWarning(UserWarning):
 
 class InfeasibleRequestWarning(EugoWarning):
     """A call was submitted whose request no alive node can satisfy: it waits until one joins."""
+
+
+class GlobalStateWarning(EugoWarning):
+    """A task or actor assigns a module global: each worker has its own copy, nothing is shared."""

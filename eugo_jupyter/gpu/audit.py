@@ -31,23 +31,42 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from .. import _nvml
 from .._units import format_bytes
 from ..hpc._internal import ensure, hooks
 from .probe import GPU_LIBRARIES
 
-__all__ = ["AuditSummary", "GPUAudit", "audit", "audit_records"]
+__all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
 
 _latest: "GPUAudit | None" = None
 
+
+class AuditRecord(TypedDict):
+    """One audited GPU call, as the worker reports it (see :func:`audit_records`)."""
+
+    function: str
+    task_id: str | None
+    node_id: str | None
+    gpu_ids: list[str]
+    num_gpus: float  #: the GPUs the call requested
+    started_at: float  #: epoch seconds
+    duration_s: float
+    gpu_seconds: float  #: num_gpus x duration_s
+    used: bool | None  #: None when it cannot be told
+    evidence: str
+    peak_memory: int | None
+    peak_source: str | None
+    device_memory_total: int | None
+    share_memory: int | None
+    exceeded_share: bool
+    gpu_libraries: list[str]
+    error: str | None
+
+
 #: The keys every record has, in order (see :func:`audit_records`).
-RECORD_KEYS = (
-    "function", "task_id", "node_id", "gpu_ids", "num_gpus", "started_at", "duration_s",
-    "gpu_seconds", "used", "evidence", "peak_memory", "peak_source", "device_memory_total",
-    "share_memory", "exceeded_share", "gpu_libraries", "error",
-)  # fmt: skip
+RECORD_KEYS = tuple(AuditRecord.__annotations__)
 
 
 class _Collector:
@@ -101,7 +120,7 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
         _nvml.stop(nvml)
 
 
-def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> dict[str, Any]:
+def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> AuditRecord:
     import ray
 
     context = ray.get_runtime_context()
@@ -294,7 +313,7 @@ class GPUAudit:
         if self._refs:
             ray.wait(self._refs, num_returns=len(self._refs), timeout=timeout, fetch_local=False)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[AuditRecord]:
         """One plain dict per finished GPU call (keys: :data:`RECORD_KEYS`)."""
         import ray
 
@@ -329,7 +348,7 @@ def audit() -> GPUAudit:
     return GPUAudit()
 
 
-def audit_records(audit: GPUAudit | None = None) -> list[dict[str, Any]]:
+def audit_records(audit: GPUAudit | None = None) -> list[AuditRecord]:
     """The records of ``audit`` (default: the latest one started), as plain JSON-ready dicts.
 
     Each record has the keys in :data:`RECORD_KEYS`: ``function``, ``task_id``, ``node_id``,

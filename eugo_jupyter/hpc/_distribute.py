@@ -12,8 +12,8 @@ import pickle
 from typing import Any, Callable, Mapping, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _hooks, _session, _submissions
-from ._options import request_of, resolve_options
+from . import _checks, _hooks, _session, _static, _submissions
+from ._options import request_of, resolve_options, validate_options
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
 
@@ -160,18 +160,27 @@ class BoundCall:
 class ActorMethod:
     """A method of a remote actor: calling it returns a future."""
 
-    __slots__ = ("_method", "_name")
+    __slots__ = ("_method", "_name", "_proxy", "_attr", "_timed")
 
-    def __init__(self, method: Any, name: str) -> None:
+    def __init__(self, method: Any, name: str, proxy: Any = None, attr: str = "",
+                 timed: bool = True) -> None:  # fmt: skip
         self._method = method
         self._name = name
+        self._proxy, self._attr, self._timed = proxy, attr, timed
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        recorder = _hooks.recorder
+        if recorder is not None and self._proxy is not None:
+            proxy = self._proxy
+            return recorder.submit_method(
+                proxy._cls, proxy.handle, self._attr, self._name,
+                self._method, self._timed, args, kwargs,
+            )  # fmt: skip
         return self._method.remote(*args, **kwargs)
 
     def options(self, **options: Any) -> "ActorMethod":
         """Ray's per-method options (``num_returns``, ``name``...)."""
-        return ActorMethod(self._method.options(**options), self._name)
+        return ActorMethod(self._method.options(**options), self._name, self._proxy, self._attr, False)
 
     def __repr__(self) -> str:
         return f"<remote method {self._name}>"
@@ -183,12 +192,16 @@ class ActorProxy:
     The Ray handle is ``proxy.handle``; the actor lives as long as a handle to it does.
     """
 
-    def __init__(self, handle: Any, name: str) -> None:
+    def __init__(self, handle: Any, name: str, cls: type | None = None) -> None:
         self.handle = handle
         self._class_name = name
+        self._cls = cls  # for a profile: the methods' code; never shipped (see __reduce__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorProxy, (self.handle, self._class_name))
 
     def __getattr__(self, attr: str) -> ActorMethod:
-        if attr.startswith("__") or attr in ("handle", "_class_name"):
+        if attr.startswith("__") or attr in ("handle", "_class_name", "_cls"):
             raise AttributeError(attr)
         try:
             method = getattr(self.handle, attr)
@@ -196,7 +209,7 @@ class ActorProxy:
             raise AttributeError(
                 f"The actor {self._class_name} has no method {attr!r}."
             ) from None
-        return ActorMethod(method, f"{self._class_name}.{attr}")
+        return ActorMethod(method, f"{self._class_name}.{attr}", self, attr)
 
     def __repr__(self) -> str:
         return f"<actor {self._class_name} {self.handle._actor_id.hex()[:12]}>"
@@ -246,7 +259,7 @@ class DistributedClass:
         except Exception as exc:
             _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
-        return ActorProxy(handle, self._cls.__qualname__)
+        return ActorProxy(handle, self._cls.__qualname__, self._cls)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:
         """Start an actor with the decorator's options."""
@@ -289,6 +302,7 @@ def distribute(target: Any = None, **options: Any) -> Any:
         if not options:
             return target
         target = target._fn if isinstance(target, DistributedFunction) else target._cls
+    _static.warn_global_writes(target)  # before it bites: the change would never be shared
     if isinstance(target, type):
         return DistributedClass(target, options)
     if callable(target):

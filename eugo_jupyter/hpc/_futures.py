@@ -83,6 +83,8 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
+    if recorder is not None:
+        recorder.returned(refs, values if many else [values])
     _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
 

@@ -54,7 +54,21 @@ class Recorder(Protocol):
         kwargs: dict[str, Any],
     ) -> Any: ...
 
+    def submit_method(
+        self,
+        cls: type | None,
+        handle: Any,
+        method: str,
+        label: str,
+        plain: Any,
+        timed: bool,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any: ...
+
     def got(self, refs: Iterable[Any], began: float, ended: float) -> None: ...
+
+    def returned(self, refs: list[Any], values: list[Any]) -> None: ...
 
 
 #: Submits one GPU-requesting call in the audit's place: ``(fn, submitter, args, kwargs) -> refs``.
