@@ -10,9 +10,11 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
+     +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here: splitting would not pay
 
 Messages say what happened and what to do about it.
 """
@@ -28,6 +30,8 @@ __all__ = [
     "InfeasibleRequestWarning",
     "MapItemError",
     "OptionsError",
+    "PandasFallbackWarning",
+    "PartitionError",
     "SerializationError",
 ]
 
@@ -81,3 +85,27 @@ class EugoWarning(UserWarning):
 
 class InfeasibleRequestWarning(EugoWarning):
     """A call was submitted whose request no alive node can satisfy: it will wait until one joins."""
+
+
+class PartitionError(EugoError, RuntimeError):
+    """A ``.eugo`` pandas call failed in one partition.
+
+    ``partition`` is the partition's number, ``label`` the failing row's index label (or the
+    group's key for ``groupby``), and the original exception, when it could travel back from
+    the worker, is the ``__cause__``; the message carries the worker's traceback.
+    """
+
+    def __init__(self, message: str, partition: int | None = None, label: object = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.label = label
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.partition, self.label))
+
+
+class PandasFallbackWarning(EugoWarning):
+    """A ``.eugo`` call ran in pandas in this process because splitting it would not pay.
+
+    Silence it with ``warnings.filterwarnings("ignore", category=PandasFallbackWarning)``.
+    """
