@@ -57,6 +57,7 @@ class Plan:
     partitions: int
     distribute: bool
     unit: str = "rows"
+    sizes: list[int] = field(default_factory=list)  # rows per partition, in submission order
     measured: list[float] = field(default_factory=list)  # seconds per partition, on the workers
 
     @property

@@ -148,6 +148,7 @@ class Call:
             _engine.Unit(p, int(bounds[p + 1] - bounds[p]), (box, p, int(bounds[p]), int(bounds[p + 1])))
             for p in range(self.plan.partitions)
         ]
+        self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
         return [results[p][0] for p in range(len(units))]
 
@@ -190,6 +191,7 @@ class Call:
             positions = np.flatnonzero(part_of_row == p)
             work = (box, p, positions, split.codes[positions], [split.keys[c] for c in codes])
             units.append(_engine.Unit(p, int(sizes[codes].sum()), work))
+        self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
         by_code: list[Any] = [None] * len(sizes)
         for p, codes in enumerate(members):
