@@ -155,6 +155,7 @@ class _MapPlanner:
         self.measured_seconds = 0.0
         self.last_size = 0
         self.probing = False  # the probe is in flight: size nothing else until it is back
+        self.finish_order: list[int] = []  # unit keys as they came back (for ordered=False)
 
     def waiting_on_results(self) -> bool:
         return self.probing
@@ -192,6 +193,7 @@ class _MapPlanner:
         return Unit(start, size, (start, self.items.take(size)))
 
     def finished(self, unit: Unit, seconds: float) -> None:
+        self.finish_order.append(unit.key)
         self.probing = False
         self.measured_items += unit.size
         self.measured_seconds += seconds
@@ -246,16 +248,7 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     name = f"map({label})"
     engine = Engine(name, _run_items, plain, shared, opts, progress, source.total, "item")
     engine.check(stacklevel=2)
-    finished_order: list[int] = []
     planner = _MapPlanner(source, batch_size, engine.slots)
-    if not ordered:
-        finish = planner.finished
-
-        def finished(unit: Unit, seconds: float) -> None:
-            finished_order.append(unit.key)
-            finish(unit, seconds)
-
-        planner.finished = finished  # type: ignore[method-assign]
 
     def failed(failure: Failure, unit: Unit) -> BaseException:
         return MapItemError(
@@ -281,6 +274,6 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     if ordered:
         return list(in_order(results))
     out: list[Any] = []
-    for key in finished_order:
+    for key in planner.finish_order:
         out.extend(results[key])
     return out
