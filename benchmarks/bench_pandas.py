@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -94,7 +95,7 @@ class PeakRSS:
             self.peak = max(self.peak, self.process.memory_info().rss)
             time.sleep(0.005)
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.thread.start()
         return self
 
@@ -192,7 +193,8 @@ def main() -> None:
     g_eugo, g_result = timed(lambda: df.eugo.groupby("k").apply(group_fn))
     pd.testing.assert_series_equal(g_result, g_expected)
     plan = eugo.pandas.last_plan()
-    print(f"\ngroupby-apply, {df['k'].nunique():,} groups, the largest {int((df['k'] == 0).sum()):,} rows")
+    largest = int((df["k"] == 0).sum())
+    print(f"\ngroupby-apply, {df['k'].nunique():,} groups, the largest {largest:,} rows")
     print(f"{'pandas groupby.apply':48} {g_pandas:9.2f}")
     print(f"{'df.eugo.groupby.apply':48} {g_eugo:9.2f} {g_pandas / g_eugo:17.2f}")
     print(f"  plan: {plan}; rows per partition {plan.sizes}")
@@ -207,7 +209,7 @@ def main() -> None:
             there.append(timed(lambda: small.eugo.apply(fast_fn, axis=1))[0])
     fell_back = not eugo.pandas.last_plan().distribute
     ratio = statistics.median(there) / statistics.median(here)
-    print(f"\nsmall frame, 10,000 rows, fast function (medians of 7, interleaved)")
+    print("\nsmall frame, 10,000 rows, fast function (medians of 7, interleaved)")
     print(f"{'pandas':48} {statistics.median(here) * 1e3:7.1f} ms")
     print(f"{'df.eugo.apply (ran in pandas: ' + str(fell_back) + ')':48} "
           f"{statistics.median(there) * 1e3:7.1f} ms  ratio {ratio:.2f} (target <= 1.15)")

@@ -14,7 +14,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
-     +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here: splitting would not pay
+     +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
 
 Messages say what happened and what to do about it.
 """

@@ -26,7 +26,8 @@ import pickle
 import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 from . import _distribute, _session, _submissions
 from ._options import request_of
@@ -71,7 +72,9 @@ class Failure:
     ``index`` and ``label`` identify it for the error's attributes.
     """
 
-    def __init__(self, where: str, error: BaseException, index: Any = None, label: Any = None) -> None:
+    def __init__(
+        self, where: str, error: BaseException, index: Any = None, label: Any = None
+    ) -> None:
         self.where = where
         self.index = index
         self.label = label
@@ -117,7 +120,8 @@ def slots(request: Mapping[str, float], free: bool = False) -> int:
     total = ray.cluster_resources()
     if free:
         available = ray.available_resources()
-        if any(available.get(name, 0.0) >= amount for name, amount in request.items() if amount > 0):
+        wanted = [(name, amount) for name, amount in request.items() if amount > 0]
+        if any(available.get(name, 0.0) >= amount for name, amount in wanted):
             total = available
     fits = [total.get(name, 0.0) / amount for name, amount in request.items() if amount > 0]
     return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
@@ -195,7 +199,9 @@ class Engine:
         """Warn at the caller's line when no node can run the request."""
         self.submitter.check(stacklevel + 1)
 
-    def store(self, value: Any, fn: Any = None, shared: Mapping[str, Any] | None = None) -> list[Any]:
+    def store(
+        self, value: Any, fn: Any = None, shared: Mapping[str, Any] | None = None
+    ) -> list[Any]:
         """Put ``value`` into the object store once; returns the box that tasks carry."""
         import ray
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import itertools
 import math
 import reprlib
-from collections.abc import Sequence
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
 from . import _distribute

@@ -8,7 +8,8 @@ as keyword arguments) and the per-call options (``num_cpus``, ``num_gpus``, ``me
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -125,7 +126,7 @@ class FrameAccessor(_Base):
         progress: bool | None = None,
         shared: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> "GroupBy":
+    ) -> GroupBy:
         """Like ``df.groupby(by, ...)``; ``.apply(fn)`` then runs whole groups per partition.
 
         pandas' own groupby arguments (``level``, ``sort``, ``dropna``, ``group_keys``,
@@ -202,7 +203,7 @@ class GroupBy:
         # Fail now, as pandas does, on keys that do not exist.
         self._pandas()
 
-    def __getitem__(self, key: Any) -> "GroupBy":
+    def __getitem__(self, key: Any) -> GroupBy:
         return GroupBy(self._accessor, self._by, self._kwargs, *self._settings, selection=key)
 
     def _pandas(self) -> Any:
@@ -224,7 +225,9 @@ class GroupBy:
                 pass
         return columns
 
-    def apply(self, fn: Callable[..., Any], *args: Any, include_groups: bool = False, **kwargs: Any) -> Any:
+    def apply(
+        self, fn: Callable[..., Any], *args: Any, include_groups: bool = False, **kwargs: Any
+    ) -> Any:
         """Like pandas' ``groupby(...).apply(fn)``; a group is never split across partitions.
 
         >>> df.eugo.groupby("k").apply(lambda g: g.v.sum())                 # doctest: +SKIP
@@ -240,9 +243,8 @@ class GroupBy:
         proxy = self._proxy(selected)
 
         def local() -> Any:
-            extra = {} if self._selection is not None and not isinstance(self._selection, list) else {
-                "include_groups": False
-            }
+            one_column = self._selection is not None and not isinstance(self._selection, list)
+            extra = {} if one_column else {"include_groups": False}
             return self._pandas().apply(fn, *args, **extra, **kwargs, **call.shared)
 
         try:
@@ -301,5 +303,6 @@ class GroupBy:
                 return fn(empty, *args, **kwargs, **shared)
             return next(values)
 
-        extra = {} if isinstance(proxy, pd.core.groupby.SeriesGroupBy) else {"include_groups": False}
+        one_column = isinstance(proxy, pd.core.groupby.SeriesGroupBy)
+        extra = {} if one_column else {"include_groups": False}
         return proxy.apply(computed, **extra)

@@ -30,7 +30,9 @@ def _register_quietly() -> None:
 
         register()
     except Exception as exc:  # noqa: BLE001 - never break `import pandas` for the user
-        warnings.warn(f"eugo_jupyter could not register the .eugo pandas accessors: {exc}", stacklevel=3)
+        warnings.warn(
+            f"eugo_jupyter could not register the .eugo pandas accessors: {exc}", stacklevel=3
+        )
 
 
 class _Loader(importlib.abc.Loader):

@@ -7,7 +7,8 @@ allows), so no task carries its own copy of the data.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._engine import Failure, fetch
 
@@ -89,11 +90,17 @@ def groups_body(op: Op, shared: dict[str, Any], unit: tuple[list[Any], int, Any,
 
 
 def run_groups(
-    op: Op, shared: dict[str, Any], data: Any, number: int | None, positions: Any, codes: Any, keys: list
+    op: Op,
+    shared: dict[str, Any],
+    data: Any,
+    number: int | None,
+    positions: Any,
+    codes: Any,
+    keys: list,
 ) -> Any:
     sub = data.take(positions)
     out = []
-    for (_, group), key in zip(sub.groupby(codes, sort=True), keys):
+    for (_, group), key in zip(sub.groupby(codes, sort=True), keys, strict=True):
         object.__setattr__(group, "name", key)  # as pandas' own apply does
         try:
             out.append(op.fn(group, *op.args, **op.kwargs, **shared))

@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Plan", "pack_groups", "plan", "sample_cost"]
 
@@ -48,7 +49,7 @@ def _fmt_s(seconds: float) -> str:
 
 @dataclass
 class Plan:
-    """How a call was run and why; ``str(plan)`` is the sentence, ``df.eugo.last_plan`` the last one."""
+    """How a call was run and why; ``str(plan)`` says it in a sentence."""
 
     rows: int
     per_row_s: float | None  # None when no sample ran (partitions given, or GPUs requested)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,12 +60,14 @@ class Call:
         options: dict[str, Any],
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"{method} needs a function as its first argument, not {type(fn).__name__}.")
-        if partitions != "auto" and (
-            isinstance(partitions, bool) or not isinstance(partitions, (int, np.integer)) or partitions < 1
-        ):
+            raise TypeError(
+                f"{method} needs a function as its first argument, not {type(fn).__name__}."
+            )
+        whole = isinstance(partitions, (int, np.integer)) and not isinstance(partitions, bool)
+        if partitions != "auto" and (not whole or partitions < 1):
             raise OptionsError(
-                f'partitions={partitions!r} is not allowed: use "auto" or a whole number, 1 or more.'
+                f'partitions={partitions!r} is not allowed: use "auto" or a whole number, '
+                "1 or more."
             )
         if shared is not None and not isinstance(shared, dict):
             raise TypeError(
@@ -145,15 +148,15 @@ class Call:
         box = engine.store(data)
         bounds = np.linspace(0, n, self.plan.partitions + 1).astype(np.int64)
         units = [
-            _engine.Unit(p, int(bounds[p + 1] - bounds[p]), (box, p, int(bounds[p]), int(bounds[p + 1])))
-            for p in range(self.plan.partitions)
+            _engine.Unit(p, int(stop - start), (box, p, int(start), int(stop)))
+            for p, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
         ]
         self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
         return [results[p][0] for p in range(len(units))]
 
     # -- groups ----------------------------------------------------------------------------
-    def run_groups(self, split: "GroupSplit", local: Callable[[], Any]) -> list[Any]:
+    def run_groups(self, split: GroupSplit, local: Callable[[], Any]) -> list[Any]:
         sizes = split.sizes
         n_rows = int(sizes.sum())
         if len(sizes) == 0:
@@ -195,7 +198,7 @@ class Call:
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
         by_code: list[Any] = [None] * len(sizes)
         for p, codes in enumerate(members):
-            for code, value in zip(codes, results[p]):
+            for code, value in zip(codes, results[p], strict=True):
                 by_code[code] = value
         return by_code
 

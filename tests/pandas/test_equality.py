@@ -88,7 +88,8 @@ def test_apply_keeps_datetime_and_multiindex_labels() -> None:
     dated = df.set_index(pd.date_range("2024-01-01", periods=30, freq="h", tz="UTC"))
     check(dated.eugo.apply(product, axis=1, partitions=4), dated.apply(product, axis=1))
     multi = df.set_index(["s", "a"])
-    check(multi.eugo.apply(lambda r: r.b * 2, axis=1, partitions=4), multi.apply(lambda r: r.b * 2, axis=1))
+    twice = lambda r: r.b * 2  # noqa: E731
+    check(multi.eugo.apply(twice, axis=1, partitions=4), multi.apply(twice, axis=1))
 
 
 def test_one_row_and_empty_frames() -> None:
