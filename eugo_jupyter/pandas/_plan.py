@@ -102,9 +102,10 @@ def sample_cost(run: Callable[[int], int], rows: int) -> float:
     k, done, spent = 1, 0, 0.0
     while True:
         began = time.perf_counter()
-        done += run(k)
+        got = run(k)
         spent += time.perf_counter() - began
-        if spent >= SAMPLE_S or done >= limit:
+        done += got
+        if spent >= SAMPLE_S or done >= limit or got == 0:
             return spent / max(done, 1)
         k = min(2 * k, limit - done)
 

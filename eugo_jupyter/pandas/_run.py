@@ -12,7 +12,7 @@ import pandas as pd
 from ..exceptions import OptionsError, PandasFallbackWarning, PartitionError
 from . import _engine
 from ._ops import Op, groups_body, rows_body, run_groups, run_rows
-from ._plan import Plan, pack_groups, plan, sample_cost
+from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, sample_cost
 
 __all__ = ["Call", "split_kwargs"]
 
@@ -163,18 +163,7 @@ class Call:
             return local()
         per_row = None
         if self.partitions == "auto" and self._sample_here():
-            def sample(k: int) -> int:
-                chosen = _spread(len(sizes), k)
-                positions = np.flatnonzero(np.isin(split.codes, chosen))
-                out = run_groups(
-                    self.op, self.shared, split.data, None, positions,
-                    split.codes[positions], [split.keys[c] for c in chosen],
-                )
-                if isinstance(out, _engine.Failure):
-                    self._raise(out)
-                return int(sizes[chosen].sum())
-
-            per_row = sample_cost(sample, n_rows)
+            per_row = self._sample_groups(split)
         self.plan = plan(n_rows, per_row, _nbytes(split.data), self._slots(), self.partitions)
         self.plan.partitions = min(self.plan.partitions, len(sizes))
         if not self.plan.distribute:
@@ -201,6 +190,38 @@ class Call:
             for code, value in zip(codes, results[p], strict=True):
                 by_code[code] = value
         return by_code
+
+
+    def _sample_groups(self, split: GroupSplit) -> float | None:
+        """Seconds per row over a sample of whole groups, none of them a large share."""
+        sizes = split.sizes
+        budget = max(1, int(sizes.sum() * SAMPLE_SHARE))
+        candidates = [int(c) for c in _spread(len(sizes), 64) if sizes[c] <= budget]
+        if not candidates:  # only huge groups: no cheap sample exists
+            return None
+        in_sample = np.flatnonzero(np.isin(split.codes, candidates))  # one pass over the rows
+        sample_codes = split.codes[in_sample]
+        queue = list(reversed(candidates))
+
+        def sample(k: int) -> int:
+            """Run the next groups (in code order, as the worker does) until about k rows ran."""
+            chosen: list[int] = []
+            rows = 0
+            while queue and (rows < k or not chosen):
+                chosen.append(queue.pop())
+                rows += int(sizes[chosen[-1]])
+            if not chosen:
+                return 0
+            mask = np.isin(sample_codes, chosen)
+            out = run_groups(
+                self.op, self.shared, split.data, None, in_sample[mask], sample_codes[mask],
+                [split.keys[c] for c in chosen],
+            )
+            if isinstance(out, _engine.Failure):
+                self._raise(out)
+            return rows
+
+        return sample_cost(sample, int(sizes.sum()))
 
 
 class _FixedPlanner:
