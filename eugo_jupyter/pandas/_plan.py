@@ -73,8 +73,9 @@ class Plan:
         return (
             f"{method} ran in pandas here: {self.rows:,} {self.unit} x "
             f"{_fmt_s(self.per_row_s or 0.0)} = {_fmt_s(self.serial_s or 0.0)}; splitting "
-            f"would cost about {_fmt_s(self.cost_s)} on {self.slots} slot(s), more than it saves. "
-            "Pass partitions=N to split anyway."
+            f"would cost about {_fmt_s(self.cost_s)}"
+            + (f" on {self.slots} slots" if self.slots else "")
+            + ", more than it saves. Pass partitions=N to split anyway."
         )
 
     def __str__(self) -> str:
@@ -97,21 +98,53 @@ class Plan:
 
 
 def sample_cost(run: Callable[[int], int], rows: int) -> float:
-    """Seconds per row: ``run(k)`` runs the function on k sample rows (returns rows done)."""
+    """Seconds per row: ``run(k)`` runs the function on about k sample rows (returns rows done).
+
+    Rounds double from 8 rows until the sample has run ``SAMPLE_S`` (two rounds at least) or
+    covers ``SAMPLE_SHARE`` of the rows. The cost per row is the slope between the last two rounds, so the fixed cost
+    of one pandas call (a millisecond or more on a busy machine) is not mistaken for row work.
+
+    >>> sample_cost(lambda k: k, 100_000) < 1e-3     # a "function" that costs nothing
+    True
+    """
     limit = max(1, int(rows * SAMPLE_SHARE))
-    k, done, spent = 1, 0, 0.0
+    k, done, spent = min(8, limit), 0, 0.0
+    rounds: list[tuple[int, float]] = []
     while True:
         began = time.perf_counter()
         got = run(k)
-        spent += time.perf_counter() - began
+        seconds = time.perf_counter() - began
+        spent += seconds
         done += got
-        if spent >= SAMPLE_S or done >= limit or got == 0:
-            return spent / max(done, 1)
-        k = min(2 * k, limit - done)
+        if got:
+            rounds.append((got, seconds))
+        k *= 2
+        # Two rounds at least: one round alone cannot tell row work from fixed cost.
+        if not got or (spent >= SAMPLE_S and len(rounds) >= 2) or done + k > limit:
+            break
+    if not rounds:
+        return 0.0
+    small, big = min(rounds), max(rounds)
+    average = big[1] / big[0]
+    slope = (big[1] - small[1]) / (big[0] - small[0]) if big[0] > small[0] else 0.0
+    if slope <= 0:  # noise larger than the row work: the largest round's average bounds it
+        return average
+    return max(min(slope, average), average / 4)
 
 
-def plan(rows: int, per_row_s: float | None, nbytes: int, slots: int, partitions: Any) -> Plan:
-    """Choose the partition count (``partitions`` is "auto" or a number)."""
+def plan(
+    rows: int, per_row_s: float | None, nbytes: int, count_slots: Callable[[], int], partitions: Any
+) -> Plan:
+    """Choose the partition count (``partitions`` is "auto" or a number).
+
+    ``count_slots`` asks the cluster how many calls can run at once; it is not asked when the
+    work is too small to split on any number of slots (asking costs a round trip).
+    """
+    if per_row_s is not None and partitions == "auto":
+        cost = FIXED_COST_S + nbytes / BYTES_PER_S
+        if rows < 2 or per_row_s * rows * 0.75 < cost:
+            return Plan(rows, per_row_s, nbytes, 0, 1, distribute=False)
+    slots = count_slots()
     if partitions != "auto":
         count = max(1, min(int(partitions), rows))
         return Plan(rows, per_row_s, nbytes, slots, count, distribute=rows > 0)

@@ -141,7 +141,7 @@ class Call:
                 return len(part)
 
             per_row = sample_cost(sample, n)
-        self.plan = plan(n, per_row, _nbytes(data), self._slots(), self.partitions)
+        self.plan = plan(n, per_row, _nbytes(data), self._slots, self.partitions)
         if not self.plan.distribute:
             return self._fallback(local)
         engine = self._engine(rows_body, n, "row")
@@ -164,7 +164,7 @@ class Call:
         per_row = None
         if self.partitions == "auto" and self._sample_here():
             per_row = self._sample_groups(split)
-        self.plan = plan(n_rows, per_row, _nbytes(split.data), self._slots(), self.partitions)
+        self.plan = plan(n_rows, per_row, _nbytes(split.data), self._slots, self.partitions)
         self.plan.partitions = min(self.plan.partitions, len(sizes))
         if not self.plan.distribute:
             return self._fallback(local)
