@@ -113,16 +113,11 @@ def _execute(body: Body, payload: list[Any], unit: Any) -> Any:
     return unit_work(body, fn, shared, unit)
 
 
-def slots(request: Mapping[str, float], free: bool = False) -> int:
-    """How many calls with this request the cluster can run at once (``free``: right now)."""
+def slots(request: Mapping[str, float]) -> int:
+    """How many calls with this request the cluster can run at once."""
     import ray
 
     total = ray.cluster_resources()
-    if free:
-        available = ray.available_resources()
-        wanted = [(name, amount) for name, amount in request.items() if amount > 0]
-        if any(available.get(name, 0.0) >= amount for name, amount in wanted):
-            total = available
     fits = [total.get(name, 0.0) / amount for name, amount in request.items() if amount > 0]
     return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
 

@@ -74,7 +74,7 @@ class Plan:
             f"{method} ran in pandas here: {self.rows:,} {self.unit} x "
             f"{_fmt_s(self.per_row_s or 0.0)} = {_fmt_s(self.serial_s or 0.0)}; splitting "
             f"would cost about {_fmt_s(self.cost_s)}"
-            + (f" on {self.slots} slots" if self.slots else "")
+            + (f" on {self.slots} slot{'s' if self.slots > 1 else ''}" if self.slots else "")
             + ", more than it saves. Pass partitions=N to split anyway."
         )
 
@@ -82,7 +82,8 @@ class Plan:
         if not self.distribute:
             return self.fallback_message("the call")
         size = math.ceil(self.rows / max(self.partitions, 1))
-        text = f"{self.partitions} partitions of about {size:,} {self.unit} on {self.slots} slot(s)"
+        slots = f"{self.slots} slot{'s' if self.slots != 1 else ''}"
+        text = f"{self.partitions} partitions of about {size:,} {self.unit} on {slots}"
         if self.per_row_s is not None:
             text += (
                 f": a sample took {_fmt_s(self.per_row_s)} per row, about "
@@ -101,8 +102,9 @@ def sample_cost(run: Callable[[int], int], rows: int) -> float:
     """Seconds per row: ``run(k)`` runs the function on about k sample rows (returns rows done).
 
     Rounds double from 8 rows until the sample has run ``SAMPLE_S`` (two rounds at least) or
-    covers ``SAMPLE_SHARE`` of the rows. The cost per row is the slope between the last two rounds, so the fixed cost
-    of one pandas call (a millisecond or more on a busy machine) is not mistaken for row work.
+    covers ``SAMPLE_SHARE`` of the rows. The cost per row is the slope between the smallest
+    and the largest round, so the fixed cost of one pandas call (a millisecond or more on a busy
+    machine) is not mistaken for row work.
 
     >>> sample_cost(lambda k: k, 100_000) < 1e-3     # a "function" that costs nothing
     True

@@ -92,7 +92,9 @@ class Call:
 
     def _slots(self) -> int:
         _engine.ensure()
-        return _engine.slots(_engine.request_of(self.options, "task"), free=True)
+        # The cluster's capacity, not what is free this instant: Ray's view of free resources
+        # lags finished tasks, and a busy moment would make a one-slot plan that never splits.
+        return _engine.slots(_engine.request_of(self.options, "task"))
 
     def _raise(self, failure: _engine.Failure) -> None:
         raise self._error(failure) from failure.error
