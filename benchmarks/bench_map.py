@@ -65,7 +65,8 @@ def timed(label: str, fn, rows: list) -> float:  # type: ignore[no-untyped-def]
 def main() -> None:
     cpus = 2
     load = os.getloadavg()
-    eugo.hpc.init(num_cpus=cpus)
+    # No dashboard: nothing here reads it, and it is most of what a start costs on a busy machine.
+    eugo.hpc.init(num_cpus=cpus, include_dashboard=False)
     eugo.hpc.map(tiny, range(1000))  # workers up and the function cached, as in a warm session
     n = 100_000
     items = list(range(n))

@@ -163,7 +163,8 @@ def main() -> None:
     parser.add_argument("--no-anchors", action="store_true")
     args = parser.parse_args()
     load = os.getloadavg()
-    eugo.hpc.init(num_cpus=CPUS)
+    # No dashboard: nothing here reads it, and it is most of what a start costs on a busy machine.
+    eugo.hpc.init(num_cpus=CPUS, include_dashboard=False)
     df = make_frame(args.rows)
     df.iloc[:2000].eugo.apply(row_fn, axis=1, partitions=2)  # workers up, as in a warm session
     frame_bytes = int(df.memory_usage(deep=True).sum())
