@@ -21,6 +21,11 @@ from typing import Any
 from . import hpc
 from .exceptions import EugoError
 from .hpc._internal import hooks as _hooks
+from .pandas import _hook
+
+# The .eugo pandas accessors: registered now if pandas is loaded, else when it is imported;
+# pandas itself is never imported here (see eugo_jupyter/pandas/_hook.py).
+_hook.install()
 
 __version__ = "0.1.0"
 

@@ -16,10 +16,12 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
      |                                      the cell's traceback and what it bound)
      +-- RemoteCellError (RuntimeError)     the cell's exception could not travel back as itself
+     +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
      +-- GlobalStateWarning                 a task or actor assigns a module global
+     +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
 
 Messages say what happened and what to do about it.
 
@@ -47,6 +49,8 @@ __all__ = [
     "LaunchError",
     "MapItemError",
     "OptionsError",
+    "PandasFallbackWarning",
+    "PartitionError",
     "RemoteCellError",
     "SerializationError",
 ]
@@ -141,3 +145,27 @@ class InfeasibleRequestWarning(EugoWarning):
 
 class GlobalStateWarning(EugoWarning):
     """A task or actor assigns a module global: each worker has its own copy, nothing is shared."""
+
+
+class PartitionError(EugoError, RuntimeError):
+    """A ``.eugo`` pandas call failed in one partition.
+
+    ``partition`` is the partition's number, ``label`` the failing row's index label (or the
+    group's key for ``groupby``), and the original exception, when it could travel back from
+    the worker, is the ``__cause__``; the message carries the worker's traceback.
+    """
+
+    def __init__(self, message: str, partition: int | None = None, label: object = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.label = label
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.partition, self.label))
+
+
+class PandasFallbackWarning(EugoWarning):
+    """A ``.eugo`` call ran in pandas in this process because splitting it would not pay.
+
+    Silence it with ``warnings.filterwarnings("ignore", category=PandasFallbackWarning)``.
+    """

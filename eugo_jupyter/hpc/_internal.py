@@ -11,6 +11,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
   :func:`infeasible_message`, :func:`infeasible_reason`, :func:`fix_for`, :func:`waiting_from`,
   :func:`describe_request`, :func:`diagnose`;
+- the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
+  :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
 - notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyse``, ``submit_cell``, ``CellRun``);
 - Ray's private APIs, used only through :mod:`._raystate`: :func:`dashboard_auth_headers`,
@@ -26,15 +28,25 @@ from __future__ import annotations
 
 from . import _hooks as hooks
 from . import _session, cells
+from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
 from ._checks import current_snapshot, explain_unpicklable, infeasible_message
 from ._feasibility import describe_request, fix_for, infeasible_reason, waiting_from
 from ._futures import diagnose
-from ._options import format_options, request_of, resolve_options, validate_options
+from ._options import (
+    RAY_TASK_OPTIONS,
+    format_options,
+    request_of,
+    resolve_options,
+    validate_options,
+)
 from ._progress import in_notebook
 from ._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
 from ._session import connection, ensure, probe, use_token_auth
 
 __all__ = [
+    "RAY_TASK_OPTIONS",
+    "Engine",
+    "Failure",
     "NodeFacts",
     "Snapshot",
     "connection",
@@ -45,6 +57,7 @@ __all__ = [
     "diagnose",
     "ensure",
     "explain_unpicklable",
+    "fetch",
     "fix_for",
     "format_options",
     "hooks",
@@ -56,7 +69,10 @@ __all__ = [
     "request_of",
     "resolve_options",
     "session_generation",
+    "slots",
     "snapshot",
+    "Unit",
+    "unit_work",
     "use_token_auth",
     "validate_options",
     "waiting_from",
