@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _distribute, _session, _submissions
+from . import _data_location, _distribute, _session, _submissions
 from ._options import request_of, validate_options
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -126,6 +126,30 @@ def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], st
     if merged.get("num_returns", 1) != 1:
         raise OptionsError("num_returns= is not allowed in eugo.hpc.map: each item returns one result.")
     return fn, label, merged
+
+
+def auto_batch_size(per_item: float | None, last_size: int) -> int:
+    """The next batch size of ``batch_size="auto"``: 1 to probe, then about ``TARGET_S`` of work.
+
+    Shared with ``eugo.hpc.readiness``, which predicts a map from the same rule.
+
+    >>> auto_batch_size(None, 0), auto_batch_size(0.001, 1), auto_batch_size(0.001, 100)
+    (1, 4, 50)
+    """
+    if per_item is None:
+        return 1  # the probe
+    ideal = TARGET_S / max(per_item, 1e-7)
+    return int(max(1, min(ideal, 4 * max(last_size, 1), _MAX_BATCH)))
+
+
+def final_batch_size(size: int, per_item: float, remaining: int, slots: int) -> int:
+    """Once the input is exhausted: spread what remains over two batches per slot at least.
+
+    >>> final_batch_size(50, 0.001, 40, 4)
+    6
+    """
+    floor = max(1, int(TARGET_S / 8 / max(per_item, 1e-7)))
+    return min(size, max(floor, math.ceil(remaining / (2 * slots))))
 
 
 def _slots(request: Mapping[str, float]) -> int:
@@ -240,17 +264,10 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
                 exhausted = True
 
     def next_size() -> int:
-        if batch_size != "auto":
-            size = int(batch_size)
-        elif per_item is None:
-            size = 1  # the probe
-        else:
-            ideal = TARGET_S / max(per_item, 1e-7)
-            size = int(max(1, min(ideal, 4 * max(last_size, 1), _MAX_BATCH)))
+        size = int(batch_size) if batch_size != "auto" else auto_batch_size(per_item, last_size)
         refill(size * (slots + 1))
         if exhausted and batch_size == "auto" and per_item is not None:
-            floor = max(1, int(TARGET_S / 8 / max(per_item, 1e-7)))
-            size = min(size, max(floor, math.ceil(len(buffer) / (2 * slots))))
+            size = final_batch_size(size, per_item, len(buffer), slots)
         return min(size, len(buffer))
 
     def submit() -> bool:
@@ -289,10 +306,11 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
                 None,
             ) from exc
         if isinstance(outcome, _Failure):
+            located = _data_location.hint(outcome.error, ref)  # a path missing on its node
             error = MapItemError(
                 f"{label} raised {outcome.kind} on item #{outcome.index} ({outcome.item_repr}): "
-                f"{outcome.text}\nReproduce it here with {label}(item) on that item. Worker "
-                f"traceback:\n{outcome.trace}",
+                f"{outcome.text}\n{located + chr(10) if located else ''}Reproduce it here with "
+                f"{label}(item) on that item. Worker traceback:\n{outcome.trace}",
                 outcome.index,
                 outcome.item_repr,
             )
