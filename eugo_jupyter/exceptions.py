@@ -10,6 +10,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- DataLocationError (FileNotFoundError)  a task's path does not exist on the node it ran on
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "ClusterError",
+    "DataLocationError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
@@ -73,6 +75,26 @@ class MapItemError(EugoError, RuntimeError):
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (type(self), (str(self), self.index, self.item_repr))
+
+
+class DataLocationError(EugoError, FileNotFoundError):
+    """A task failed because a path does not exist on the node that ran it.
+
+    The message says which node, whether the path exists on the notebook's machine, what a
+    relative path resolved against, and the fix. ``filename`` is the path.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        import errno
+
+        super().__init__(errno.ENOENT, message, path)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.message, self.filename))
 
 
 class EugoWarning(UserWarning):
