@@ -99,6 +99,9 @@ class Run:
         _distribute._recorder = None
         self.ended = time.time()
         self._sizes.clear()  # release the arguments held for identity
+        from . import _run_findings
+
+        _run_findings.save_later(self)  # the EugoHPC Manager shows the findings on the card
 
     def _arg_size(self, value: Any) -> int:
         import ray

@@ -77,7 +77,7 @@ from typing import Any
 from .. import records
 from ..exceptions import ClusterError, OptionsError
 from ..hpc._options import parse_memory
-from . import launcher, monitor
+from . import findings, launcher, monitor
 
 __all__ = ["ClusterManager", "parse_connect", "parse_launch"]
 
@@ -335,6 +335,7 @@ class ClusterManager:
             "created": record.get("created"),
             "updated": cluster.updated,
             "spec": record.get("spec"),
+            "findings": findings.findings_of(cluster.id),
             **cluster.monitoring,
         }
 

@@ -2,6 +2,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { IRunFindings } from './panel/findings';
+
 export type ClusterStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error';
 export type ClusterKind = 'local' | 'connect';
 export type Lifetime = 'server' | 'persistent';
@@ -65,6 +67,8 @@ export interface ICluster {
   updated?: string | null;
   /** Sums over alive nodes (`{}` until the first read). */
   resources?: { total?: Record<string, number>; available?: Record<string, number> };
+  /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
+  findings?: IRunFindings[];
 }
 
 export interface INodeSpec {

@@ -5,6 +5,7 @@ import * as React from 'react';
 
 import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
+import { FindingsSection } from './findings';
 import { formatBytes, NodeTable, ResourceBar, usage, WaitingBanner } from './resources';
 
 interface ICardProps {
@@ -148,6 +149,7 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           <TaskCounts tasks={cluster.tasks} />
         </>
       )}
+      <FindingsSection runs={cluster.findings} />
       <footer className="eugo-Card-actions">
         {!cluster.active && live && (
           <Action
