@@ -44,6 +44,7 @@ def _sample(fn: Callable[..., Any], shared: dict[str, Any], items: list[Any], gp
     from ray import cloudpickle
 
     times, sizes = [], []
+    fn(items[0], **shared)  # warm-up: imports and caches a worker pays once, not per item
     began = time.time()
     for item in items:
         clock = time.perf_counter()
@@ -255,7 +256,7 @@ def readiness(
     *,
     batch_size: int | str = "auto",
     shared: Mapping[str, Any] | None = None,
-    sample: int = 5,
+    sample: int = 8,
     **options: Any,
 ) -> ReadinessReport:
     """Is ``eugo.hpc.map(fn, items, ...)`` worth running on this cluster? A measured prediction.

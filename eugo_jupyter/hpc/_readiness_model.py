@@ -124,7 +124,8 @@ def predict(m: Measurements) -> Prediction:
     >>> round(p.serial_s, 3), p.parallel_s < p.serial_s, 3.0 < p.speedup <= 4.0
     (10.0, True, True)
     """
-    per_item = median(m.per_item_s) if m.per_item_s else 0.0
+    # the mean, not the median: with skewed items the total is what the slow ones make it
+    per_item = sum(m.per_item_s) / len(m.per_item_s) if m.per_item_s else 0.0
     batches = plan_batches(m.items, per_item, m.slots, m.batch_size)
     per_batch_bytes = [b * (m.arg_bytes + m.result_bytes) for b in batches]
     serial = m.items * per_item
@@ -319,6 +320,7 @@ class ReadinessReport:
             per = sorted(m.per_item_s)
             out["measurements"].update(
                 per_item_median_s=median(per) if per else None,
+                per_item_mean_s=sum(per) / len(per) if per else None,
                 per_item_spread_s=(per[-1] - per[0]) if per else None,
             )
         if p is not None:
@@ -332,8 +334,8 @@ class ReadinessReport:
             return []
         per = sorted(m.per_item_s)
         return [
-            ("per item (on the worker)", f"{fmt_s(median(per))} median, {fmt_s(per[0])} to "
-             f"{fmt_s(per[-1])} over {m.sampled} items"),
+            ("per item (on the worker)", f"{fmt_s(median(per))} median, {fmt_s(sum(per) / len(per))} "
+             f"mean, {fmt_s(per[0])} to {fmt_s(per[-1])} over {m.sampled} items"),
             ("item / result after serialization", f"{fmt_bytes(m.arg_bytes)} / "
              f"{fmt_bytes(m.result_bytes)}"),
             ("overhead per task (this cluster)", fmt_s(m.overhead_s)),

@@ -1,8 +1,7 @@
 """``eugo.hpc.readiness`` on real Ray: verdicts, checklists, and numbers that agree with each other.
 
-The cluster: a head with 2 CPUs and no GPU plus a worker node with 1 CPU that *declares* one GPU
-(Ray's bookkeeping; there is no GPU on this machine, which is exactly what the GPU-unused check
-must notice). No assertion compares a time with the wall clock: the numbers are checked against
+The cluster: an embedded Ray with 2 CPUs that *declares* one GPU (Ray's bookkeeping; there is
+no GPU on this machine, which is exactly what the GPU-unused check must notice). No assertion compares a time with the wall clock: the numbers are checked against
 each other and the verdicts against what the functions do.
 """
 
@@ -18,13 +17,13 @@ import pytest
 
 import eugo_jupyter as eugo
 from eugo_jupyter.hpc._readiness_model import Measurements, plan_batches, predict
-from tests.conftest import two_node_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    with two_node_cluster(worker_cpus=1, worker_gpus=1) as pair:
-        yield pair
+    eugo.hpc.shutdown()
+    yield eugo.hpc.init(num_cpus=2, num_gpus=1)
+    eugo.hpc.shutdown()
 
 
 def tiny(x: int) -> int:
@@ -60,21 +59,22 @@ def test_a_tiny_function_one_task_per_item_is_not_worth_it(cluster: Any) -> None
 def test_a_long_function_is_worth_it_and_the_numbers_agree(cluster: Any) -> None:
     report = eugo.hpc.readiness(slow, range(60))
     m, p = report.measurements, report.prediction
-    assert report.verdict == f"worth it: about {p.speedup:.1f}x faster on 3 slots"
+    assert report.verdict == f"worth it: about {p.speedup:.1f}x faster on 2 slots"
     assert report.ok
-    assert m.slots == 3 and m.sampled == 5
+    assert m.slots == 2 and m.sampled == 8
     assert all(t >= 0.2 for t in m.per_item_s)  # measured on the worker, includes the sleep
-    median = sorted(m.per_item_s)[2]
-    assert p.serial_s == pytest.approx(60 * median)
+    mean = sum(m.per_item_s) / len(m.per_item_s)
+    assert p.serial_s == pytest.approx(60 * mean)
     assert p.speedup == pytest.approx(p.serial_s / p.parallel_s)
-    assert p.efficiency == pytest.approx(p.speedup / 3)
-    assert p.ideal_s == pytest.approx(p.serial_s / 3)
-    assert p.parallel_s >= p.ideal_s and 1.5 <= p.speedup <= 3
+    assert p.efficiency == pytest.approx(p.speedup / 2)
+    assert p.ideal_s == pytest.approx(p.serial_s / 2)
+    assert p.parallel_s >= p.ideal_s and 1.5 <= p.speedup <= 2
     assert sum(p.batches) == 60 and p.batches[0] == 1  # map's probe first
-    assert p.batches == plan_batches(60, median, 3, "auto")
+    assert p.batches == plan_batches(60, mean, 2, "auto")
     assert all(c.ok is not False for c in report.checks)
     data = report.as_dict()
-    assert data["measurements"]["per_item_median_s"] == pytest.approx(median)
+    assert data["measurements"]["per_item_mean_s"] == pytest.approx(mean)
+    assert data["measurements"]["per_item_median_s"] <= max(m.per_item_s)
     assert data["checks"][0]["name"] == "arguments can be pickled"
 
 
