@@ -1,6 +1,6 @@
 """Where data has to live: a task that cannot see a file the notebook sees says where and why.
 
-The cluster: a head node (1 CPU) and a worker node started with ``unshare --mount`` in its own
+The cluster: this process's embedded Ray as the head node (1 CPU) and a worker node started with ``unshare --mount`` in its own
 mount namespace, where a private tmpfs covers the data folder. The notebook (this process) and
 the head see the files; the worker node sees an empty folder, as a second machine without the
 notebook's disk would. Calls pinned to the worker ask for its custom resource ``island``.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -41,42 +42,46 @@ def _nodes_alive() -> int:
     return sum(1 for n in ray.nodes() if n.get("Alive"))
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
 def island(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from ray.cluster_utils import Cluster
-
     from eugo_jupyter.hpc._session import use_token_auth
 
     data = tmp_path_factory.mktemp("data")
     (data / "tile.npy").write_bytes(b"\x93NUMPY" + bytes(100))
     eugo.hpc.shutdown()
-    use_token_auth()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
-    )
+    use_token_auth()  # the worker node's `ray start` inherits the auth mode the head uses
+    # The head is this process's embedded Ray (its dashboard on a free port: Ray's task events,
+    # which name the node a task ran on, come through it).
+    head = eugo.hpc.init(num_cpus=1, dashboard_port=_free_port())
     ray_cli = str(Path(sys.executable).with_name("ray"))
     worker = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", _WORKER,
-         str(data), cluster.address, ray_cli],
+         str(data), head.address, ray_cli],
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        eugo.hpc.init(address=cluster.address)
-        deadline = time.monotonic() + 180  # only bounds a broken start; it measures nothing
+        deadline = time.monotonic() + 300  # only bounds a broken start; it measures nothing
         while _nodes_alive() < 2:
             assert worker.poll() is None, "the worker node in its own mount namespace exited"
             assert time.monotonic() < deadline, "the worker node never joined"
             time.sleep(0.5)
         yield {"data": data, "tile": data / "tile.npy"}
     finally:
-        eugo.hpc.shutdown()
         try:
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
-        cluster.shutdown()
+            worker.wait()
+        except ProcessLookupError:
+            pass
+        eugo.hpc.shutdown()
 
 
 def read_header(path: str) -> bytes:
