@@ -58,7 +58,7 @@ def _running_cluster(lab: Lab) -> dict[str, Any]:
     assert status == 201, model
     deadline = time.monotonic() + CLUSTER_TIMEOUT_MS / 1000  # bounds a broken launch only
     while model["status"] != "running":
-        assert model["status"] in ("starting", "running"), model
+        assert model["status"] in ("starting", "running"), model.get("error")
         assert time.monotonic() < deadline, model
         time.sleep(1)
         _, model = lab.api("GET", f"eugo/clusters/{model['id']}")
