@@ -78,7 +78,8 @@ def two_nodes() -> list[dict[str, Any]]:
     from ray.cluster_utils import Cluster
 
     use_token_auth()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "dashboard_host": "127.0.0.1"})
+    head = {"num_cpus": 1, "dashboard_host": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
@@ -93,14 +94,14 @@ def table(name: str, rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{name}:",
         "",
-        "| cell | items | slots | serial (s) | predicted (s) | measured (s) | error | within target |",
+        "| cell | items | slots | serial (s) | predicted (s) | measured (s) | error | in target |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ok = "yes" if abs(r["error"]) <= r["target"] else f"no (±{r['target']:.0%})"
         lines.append(
-            f"| {r['cell']} | {r['items']} | {r['slots']} | {r['serial']:.2f} | {r['predicted']:.2f} "
-            f"| {r['measured']:.2f} | {r['error']:+.0%} | {ok} |"
+            f"| {r['cell']} | {r['items']} | {r['slots']} | {r['serial']:.2f} "
+            f"| {r['predicted']:.2f} | {r['measured']:.2f} | {r['error']:+.0%} | {ok} |"
         )
     return "\n".join(lines)
 

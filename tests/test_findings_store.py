@@ -34,7 +34,7 @@ def test_the_newest_runs_are_kept_newest_first_and_private() -> None:
 
 def test_a_cluster_without_runs_and_a_forgotten_cluster_have_none() -> None:
     assert findings_of("c-never-profiled") == []
-    records.write_record({"id": "c-store-2", "name": "x", "kind": "local", "address": "127.0.0.1:1"})
+    records.write_record({"id": "c-store-2", "name": "x", "kind": "local", "address": "1.2.3.4:1"})
     records.write_findings("c-store-2", run(1.0, "g"))
     assert len(findings_of("c-store-2")) == 1
     records.delete_record("c-store-2")

@@ -163,7 +163,7 @@ def _candidates(items: Iterable[Any]) -> list[str]:
 
 
 def paths_check(items: Iterable[Any]) -> Any:
-    """Readiness's check: do the file paths among ``items`` exist on every node that may run them?"""
+    """Readiness's check: do the file paths among ``items`` exist on every node?"""
     import ray
 
     from ._readiness_model import Check

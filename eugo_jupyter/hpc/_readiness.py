@@ -35,7 +35,9 @@ def _noop(*_: Any) -> None:
     return None
 
 
-def _sample(fn: Callable[..., Any], shared: dict[str, Any], items: list[Any], gpus: float) -> dict[str, Any]:
+def _sample(
+    fn: Callable[..., Any], shared: dict[str, Any], items: list[Any], gpus: float
+) -> dict[str, Any]:
     """Worker side: time each item, size each result, measure one item's memory, check GPU use."""
     import pickle
     import tracemalloc
@@ -178,11 +180,11 @@ class _Readiness:
                 "the GPU requested is used", False,
                 f"{self.label} asked for {self.request['GPU']:g} GPU and never used it "
                 f"({audit['evidence'] if audit else ''})",
-                f"drop num_gpus (the GPU audit, eugo.gpu.audit(), confirms over a whole run), or "
+                "drop num_gpus (the GPU audit, eugo.gpu.audit(), confirms over a whole run), or "
                 "move the work onto the device",
             ))  # fmt: skip
         else:
-            detail = "the function used its GPU" if used else "could not tell whether the GPU was used"
+            detail = "the function used its GPU" if used else "could not tell if it used the GPU"
             self.checks.append(Check("the GPU requested is used", True if used else None, detail))
 
     def memory_of_nodes(self) -> tuple[float, int]:
@@ -279,13 +281,17 @@ def readiness(
     if batch_size != "auto" and (
         isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
     ):
-        raise ValueError(f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.')
+        raise ValueError(
+            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
+        )
     if shared is not None and not isinstance(shared, Mapping):
         raise TypeError("shared= takes a dict of keyword arguments passed to every call.")
     try:
         listed = list(items)
     except TypeError:
-        raise TypeError(f"eugo.hpc.readiness needs an iterable of items, not {type(items).__name__}.") from None
+        raise TypeError(
+            f"eugo.hpc.readiness needs an iterable of items, not {type(items).__name__}."
+        ) from None
     if not listed:
         raise ValueError("eugo.hpc.readiness needs at least one item to measure.")
     _session.ensure()

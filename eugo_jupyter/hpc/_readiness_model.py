@@ -334,8 +334,9 @@ class ReadinessReport:
             return []
         per = sorted(m.per_item_s)
         return [
-            ("per item (on the worker)", f"{fmt_s(median(per))} median, {fmt_s(sum(per) / len(per))} "
-             f"mean, {fmt_s(per[0])} to {fmt_s(per[-1])} over {m.sampled} items"),
+            ("per item (on the worker)", f"{fmt_s(median(per))} median, "
+             f"{fmt_s(sum(per) / len(per))} mean, {fmt_s(per[0])} to {fmt_s(per[-1])} "
+             f"over {m.sampled} items"),
             ("item / result after serialization", f"{fmt_bytes(m.arg_bytes)} / "
              f"{fmt_bytes(m.result_bytes)}"),
             ("overhead per task (this cluster)", fmt_s(m.overhead_s)),

@@ -1,6 +1,7 @@
 """Where data has to live: a task that cannot see a file the notebook sees says where and why.
 
-The cluster: this process's embedded Ray as the head node (1 CPU) and a worker node started with ``unshare --mount`` in its own
+The cluster: this process's embedded Ray as the head node (1 CPU) and a worker node started
+with ``unshare --mount`` in its own
 mount namespace, where a private tmpfs covers the data folder. The notebook (this process) and
 the head see the files; the worker node sees an empty folder, as a second machine without the
 notebook's disk would. Calls pinned to the worker ask for its custom resource ``island``.
@@ -111,7 +112,9 @@ def test_missing_on_the_worker_node_says_where_it_ran_and_the_fix(island: dict[s
     assert "storage all nodes mount" in message and "eugo.hpc.put" in message
 
 
-def test_a_relative_path_names_the_worker_directory(island: dict[str, Any], monkeypatch: Any) -> None:
+def test_a_relative_path_names_the_worker_directory(
+    island: dict[str, Any], monkeypatch: Any
+) -> None:
     monkeypatch.chdir(island["data"])  # the notebook runs next to its data
     future = read_tile.options(resources={"island": 1})("tile.npy")
     with pytest.raises(DataLocationError) as caught:

@@ -1,7 +1,8 @@
 """``eugo.hpc.readiness`` on real Ray: verdicts, checklists, and numbers that agree with each other.
 
 The cluster: an embedded Ray with 2 CPUs that *declares* one GPU (Ray's bookkeeping; there is
-no GPU on this machine, which is exactly what the GPU-unused check must notice). No assertion compares a time with the wall clock: the numbers are checked against
+no GPU on this machine, which is exactly what the GPU-unused check must notice). No assertion
+compares a time with the wall clock: the numbers are checked against
 each other and the verdicts against what the functions do.
 """
 
@@ -128,13 +129,17 @@ def test_bad_input_says_what_is_allowed() -> None:
 
 def test_the_prediction_replays_maps_batching() -> None:
     # 1 ms items on 4 slots: map probes with 1, grows fourfold towards 50 ms of work per batch
-    m = Measurements("f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, "auto", "n")
+    m = Measurements(
+        "f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, "auto", "n"
+    )
     p = predict(m)
     assert p.batches[:3] == [1, 4, 16] and max(p.batches) == 50 and sum(p.batches) == 1000
     assert p.overhead_s == pytest.approx(len(p.batches) * 0.0005)
     assert p.serial_s == pytest.approx(1.0)
     assert p.ideal_s < p.parallel_s < p.serial_s
     # the same items one task each: overhead (0.5 ms x 1000) rivals the work
-    one = predict(Measurements("f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, 1, "n"))
+    one = predict(
+        Measurements("f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, 1, "n")
+    )
     assert one.batches == [1] * 1000 and one.parallel_s > p.parallel_s
     assert math.isclose(one.speedup, one.serial_s / one.parallel_s)

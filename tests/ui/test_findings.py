@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.ui.conftest import Lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
+from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, open_sidebar
 
 pytestmark = pytest.mark.ui
 
@@ -52,9 +52,8 @@ print(json.dumps(run.report().findings))
 
 
 def _running_cluster(lab: Lab) -> dict[str, Any]:
-    status, model = lab.api(
-        "POST", "eugo/clusters", {"kind": "local", "name": "findings", "head": {"num_cpus": 2, "num_gpus": 0}}
-    )
+    body = {"kind": "local", "name": "findings", "head": {"num_cpus": 2, "num_gpus": 0}}
+    status, model = lab.api("POST", "eugo/clusters", body)
     assert status == 201, model
     deadline = time.monotonic() + CLUSTER_TIMEOUT_MS / 1000  # bounds a broken launch only
     while model["status"] != "running":
@@ -101,7 +100,8 @@ def test_profiled_runs_findings_show_on_the_card_after_the_kernel_exits(
     assert newest.locator('[data-key="speedup"]').inner_text() == f"speedup {speedup:.2f}×"
     assert newest.locator('[data-key="tasks"]').inner_text().startswith("6 tasks in ")
     workers = runs[0]["timeline"]["workers"]
-    assert newest.locator('[data-key="timeline"]').inner_text().startswith(f"{workers} workers, tasks from")
+    timeline = newest.locator('[data-key="timeline"]').inner_text()
+    assert timeline.startswith(f"{workers} workers, tasks from")
     finding = newest.locator('.eugo-Finding[data-kind="blocking_too_early"]')
     expected = next(f for f in runs[0]["findings"] if f["kind"] == "blocking_too_early")
     assert finding.locator(".eugo-Finding-message").inner_text() == expected["message"]
