@@ -17,6 +17,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      |                                      the cell's traceback and what it bound)
      +-- RemoteCellError (RuntimeError)     the cell's exception could not travel back as itself
      +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition
+     +-- DataLocationError (FileNotFoundError)  a task's path does not exist on the node it ran on
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
@@ -40,6 +41,7 @@ __all__ = [
     "ClusterError",
     "ConflictError",
     "ConfirmationError",
+    "DataLocationError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
@@ -133,6 +135,24 @@ class CellError(EugoError, RuntimeError):
 
 class RemoteCellError(EugoError, RuntimeError):
     """The cell raised an exception that could not be sent back as itself (only its text came)."""
+class DataLocationError(EugoError, FileNotFoundError):
+    """A task failed because a path does not exist on the node that ran it.
+
+    The message says which node, whether the path exists on the notebook's machine, what a
+    relative path resolved against, and the fix. ``filename`` is the path.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        import errno
+
+        super().__init__(errno.ENOENT, message, path)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.message, self.filename))
 
 
 class EugoWarning(UserWarning):

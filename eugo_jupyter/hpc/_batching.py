@@ -125,12 +125,13 @@ def slots(request: Mapping[str, float]) -> int:
 class Unit:
     """One unit to submit: its position in the output (``key``), its size, what the body gets."""
 
-    __slots__ = ("key", "size", "work")
+    __slots__ = ("key", "ref", "size", "work")
 
     def __init__(self, key: int, size: int, work: Any) -> None:
         self.key = key
         self.size = size
         self.work = work
+        self.ref: Any = None  # its future once submitted (to ask Ray where it ran)
 
 
 class Planner(Protocol):
@@ -259,6 +260,7 @@ class Engine:
                 raise explained from exc
             raise
         _submissions.remember(ref, self.submitter.name, self.submitter.key)
+        unit.ref = ref
         self.in_flight[ref] = unit
 
     def _wait(self) -> list[Any]:

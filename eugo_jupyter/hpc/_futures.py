@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _hooks, _session, _submissions
+from . import _checks, _data_location, _hooks, _session, _submissions
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -80,6 +80,11 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
         raise _timeout_error(pending, len(refs), timeout) from None
+    except OSError as exc:  # a task's path missing on its node: say where data has to live
+        located = _data_location.explain(exc, _failed_ref(refs))
+        if located is None:
+            raise
+        raise located from exc
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
@@ -87,6 +92,19 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
         recorder.returned(refs, values if many else [values])
     _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
+
+
+def _failed_ref(refs: list[Any]) -> Any:
+    """The first ready future whose task failed, for naming the node it ran on."""
+    import ray
+
+    for ref in refs:
+        if isinstance(ref, ray.ObjectRef) and ray.wait([ref], timeout=0)[0]:
+            try:
+                ray.get(ref, timeout=0)
+            except Exception:  # noqa: BLE001 - this is the one
+                return ref
+    return None
 
 
 def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _distribute
-from ._batching import Engine, Failure, Unit, in_order
+from . import _data_location, _distribute
+from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order
 from ._options import resolve_options
 
-__all__ = ["map"]
+__all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
 
 R = TypeVar("R")
 
@@ -40,6 +40,47 @@ MAX_TARGET_S = 0.5
 #: Batches per slot a long map of known length is cut into (``Pool.map`` uses four per process).
 BATCHES_PER_SLOT = 4
 _MAX_BATCH = 200_000
+
+
+
+# The batch-size rules, as pure functions: ``map`` follows them and ``eugo.hpc.readiness``
+# replays them to predict a map before it runs.
+
+
+def batch_target(per_item: float | None, total: int | None, slots: int) -> float:
+    """Seconds of work per batch: more for a long map of known length (fewer tasks).
+
+    >>> batch_target(None, None, 2), batch_target(0.001, 100, 2), batch_target(0.001, 10**6, 2)
+    (0.05, 0.05, 0.5)
+    """
+    if total is None or per_item is None:
+        return TARGET_S
+    whole = total * per_item / (max(1, slots) * BATCHES_PER_SLOT)
+    return min(MAX_TARGET_S, max(TARGET_S, whole))
+
+
+def auto_batch_size(per_item: float | None, last_size: int, target: float = TARGET_S) -> int:
+    """The next batch size of ``batch_size="auto"``: 1 to probe, then about ``target`` of work,
+    growing at most fourfold per batch while the estimate settles.
+
+    >>> auto_batch_size(None, 0), auto_batch_size(0.001, 1), auto_batch_size(0.001, 100)
+    (1, 4, 50)
+    """
+    if per_item is None:
+        return 1  # the probe
+    ideal = target / max(per_item, 1e-7)
+    return int(max(1, min(ideal, 4 * max(last_size, 1), _MAX_BATCH)))
+
+
+def final_batch_size(size: int, per_item: float, remaining: int, slots: int) -> int:
+    """Once the input is exhausted: spread what remains over two batches per slot at least.
+
+    >>> final_batch_size(50, 0.001, 40, 4)
+    6
+    """
+    floor = max(1, int(TARGET_S / 8 / max(per_item, 1e-7)))
+    return min(size, max(floor, math.ceil(remaining / (2 * max(1, slots)))))
+
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -160,29 +201,18 @@ class _MapPlanner:
     def waiting_on_results(self) -> bool:
         return self.probing
 
-    def _target(self) -> float:
-        """Seconds of work per batch: more for a long map of known length (fewer tasks)."""
-        total = self.items.total
-        if total is None or self.per_item is None:
-            return TARGET_S
-        whole = total * self.per_item / (self.slots * BATCHES_PER_SLOT)
-        return min(MAX_TARGET_S, max(TARGET_S, whole))
-
     def _size(self) -> int:
         if self.fixed is not None:
             return self.fixed
-        if self.per_item is None:
-            return 1  # the probe
-        ideal = self._target() / max(self.per_item, 1e-7)
-        return int(max(1, min(ideal, 4 * max(self.last_size, 1), _MAX_BATCH)))
+        target = batch_target(self.per_item, self.items.total, self.slots)
+        return auto_batch_size(self.per_item, self.last_size, target)
 
     def next_unit(self) -> Unit | None:
         size = self._size()
         ready = self.items.available(size * (self.slots + 1))
         if self.items.exhausted and self.fixed is None and self.per_item is not None:
             # The end is in sight: spread what is left over at least two batches per slot.
-            floor = max(1, int(TARGET_S / 8 / max(self.per_item, 1e-7)))
-            size = min(size, max(floor, math.ceil(ready / (2 * self.slots))))
+            size = final_batch_size(size, self.per_item, ready, self.slots)
         size = min(size, ready)
         if size == 0:
             return None
@@ -251,8 +281,10 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     planner = _MapPlanner(source, batch_size, engine.slots)
 
     def failed(failure: Failure, unit: Unit) -> BaseException:
+        located = _data_location.hint(failure.error, unit.ref)  # a path missing on its node
         return MapItemError(
             f"{label} raised {failure.kind} on {failure.where}: {failure.text}\n"
+            f"{located + chr(10) if located else ''}"
             f"Reproduce it here with {label}(item) on that item. Worker traceback:\n"
             f"{failure.trace}",
             failure.index,

@@ -59,6 +59,9 @@ class Run(Recorder):
         self.ended = time.time()
         self._sizes.clear()
         self._got.clear()
+        from . import _run_findings
+
+        _run_findings.save_later(self)  # the EugoHPC Manager shows the findings on the card
 
     def _forget_timings(self) -> None:
         self._timings = None

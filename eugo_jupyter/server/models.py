@@ -33,7 +33,9 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
       "slurm": {"jobs": [...], ...}      # only for kind "slurm": the backend's own state, under
                                          # its kind's name (see backends/slurm.py)
       "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
-      "found": {"temp_dir", "session_dir", "pid"}   # only for kind "found" (discovery.py)
+      "found": {"temp_dir", "session_dir", "pid"},  # only for kind "found" (discovery.py)
+      "findings": [...]                  # the latest profiled runs' findings, newest first
+                                         # (written by kernels next to the record: findings.py)
     }
 
 >>> model = make_cluster_model({"id": "c-1", "name": "x", "kind": "local"}, "starting")
@@ -45,7 +47,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from . import monitor
+from . import findings, monitor
 from .expiry import ExpiryModel
 
 __all__ = ["ClusterModel", "TaskCounts", "make_cluster_model"]
@@ -77,6 +79,7 @@ class _ClusterModelBase(TypedDict):
     nodes: list[dict[str, Any]]
     tasks: TaskCounts
     waiting: list[dict[str, Any]]
+    findings: list[Any]
 
 
 class ClusterModel(_ClusterModelBase, total=False):
@@ -123,6 +126,7 @@ def make_cluster_model(
         "nodes": data["nodes"],
         "tasks": data["tasks"],
         "waiting": data["waiting"],
+        "findings": findings.findings_of(cluster_id),
     }
     if backend_state is not None:
         model[str(record.get("kind"))] = backend_state  # type: ignore[literal-required]

@@ -2,6 +2,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { IRunFindings } from './panel/findings';
+
 export type ClusterStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error';
 export type ClusterKind = 'local' | 'connect' | 'ssh' | 'found' | 'slurm';
 export type Lifetime = 'server' | 'persistent';
@@ -127,6 +129,8 @@ export interface IPlan {
   summary: string;
   scripts: { name: string; count: number; text: string }[];
   commands: string[][];
+  /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
+  findings?: IRunFindings[];
 }
 
 export interface INodeSpec {

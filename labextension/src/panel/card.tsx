@@ -6,6 +6,7 @@ import * as React from 'react';
 import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
 import { SlurmJobs } from './jobs';
+import { FindingsSection } from './findings';
 import { formatBytes, NodeTable, ResourceBar, usage, WaitingBanner } from './resources';
 import { ClusterExtras } from './ssh';
 
@@ -154,6 +155,7 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           <TaskCounts tasks={cluster.tasks} />
         </>
       )}
+      <FindingsSection runs={cluster.findings} />
       <footer className="eugo-Card-actions">
         {!cluster.active && live && (
           <Action
