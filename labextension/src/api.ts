@@ -71,6 +71,8 @@ export interface ICluster {
   scalable?: boolean;
   /** The SLURM side, for kind "slurm". */
   slurm?: ISlurmState;
+  /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
+  findings?: IRunFindings[];
 }
 
 /** One SLURM job of a cluster: the head's or a worker's. */
@@ -129,8 +131,6 @@ export interface IPlan {
   summary: string;
   scripts: { name: string; count: number; text: string }[];
   commands: string[][];
-  /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
-  findings?: IRunFindings[];
 }
 
 export interface INodeSpec {
