@@ -162,16 +162,17 @@ def _candidates(items: Iterable[Any]) -> list[str]:
     return list(found)[:200]
 
 
-def paths_check(items: Iterable[Any]) -> Any:
-    """Readiness's check: do the file paths among ``items`` exist on every node?"""
-    import ray
+def paths_check(items: Iterable[Any]) -> tuple[str, bool | None, str, str]:
+    """Readiness's check: do the file paths among ``items`` exist on every node?
 
-    from ._readiness_model import Check
+    Returns the checklist line's ``(name, ok, detail, fix)`` (readiness makes it a ``Check``).
+    """
+    import ray
 
     paths = _candidates(items)
     name = "paths visible on every node"
     if not paths:
-        return Check(name, None, "no file paths among the items")
+        return (name, None, "no file paths among the items", "")
     relative = [p for p in paths if not os.path.isabs(p)]
     missing: dict[str, list[str]] = {}
     looked = 0
@@ -194,12 +195,13 @@ def paths_check(items: Iterable[Any]) -> Any:
         detail = f"{path!r} {here} but not on node {', '.join(nodes)}{more}"
         if path in relative:
             detail += f"; relative paths resolve against the worker's directory ({', '.join(cwds)})"
-        return Check(name, False, detail, FIX[5:].rstrip("."))
+        return (name, False, detail, FIX[5:].rstrip("."))
     if relative:
-        return Check(
+        return (
             name,
             True,
             f"{len(paths)} path(s) exist on all {looked} nodes; {len(relative)} are relative and "
             "resolve against each worker's own directory: prefer absolute paths",
+            "",
         )
-    return Check(name, True, f"{len(paths)} path(s) exist on all {looked} nodes")
+    return (name, True, f"{len(paths)} path(s) exist on all {looked} nodes", "")

@@ -244,7 +244,7 @@ class _Readiness:
         return ReadinessReport(m, prediction, self.checks)
 
     def paths_fail(self) -> bool:
-        check = _data_location.paths_check(self.items[: max(self.sample, 100)])
+        check = Check(*_data_location.paths_check(self.items[: max(self.sample, 100)]))
         self.checks.append(check)
         return check.ok is False
 
