@@ -8,6 +8,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
      |    +-- LaunchError                   a node of a launched cluster did not start
+     |    +-- SlurmError                    a SLURM command refused or failed (SLURM's words)
      |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
@@ -55,6 +56,7 @@ __all__ = [
     "PartitionError",
     "RemoteCellError",
     "SerializationError",
+    "SlurmError",
 ]
 
 
@@ -76,6 +78,10 @@ class ClusterError(EugoError, RuntimeError):
 
 class LaunchError(ClusterError):
     """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+class SlurmError(ClusterError):
+    """A SLURM command refused or failed; the message is SLURM's own."""
+
+
 class ConfirmationError(ClusterError):
     """The action would stop a cluster the Manager did not start; repeat it with confirmation."""
 

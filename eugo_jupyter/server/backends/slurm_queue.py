@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from ...exceptions import ClusterError
+from ...exceptions import SlurmError
 from .slurm_script import walltime_seconds
 
 __all__ = ["ENDED", "IMPOSSIBLE", "JobState", "SlurmError", "reason_sentence", "slurm", "squeue"]
@@ -27,10 +27,6 @@ IMPOSSIBLE = {
     "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit",
     "AssocMaxNodesPerJobLimit", "AssocMaxCpuPerJobLimit",
 }  # fmt: skip
-
-
-class SlurmError(ClusterError):
-    """A SLURM command refused or failed; the message is SLURM's own."""
 
 
 def slurm(args: list[str], timeout: float = 60.0) -> str:
