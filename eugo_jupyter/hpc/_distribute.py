@@ -180,7 +180,8 @@ class ActorMethod:
 
     def options(self, **options: Any) -> "ActorMethod":
         """Ray's per-method options (``num_returns``, ``name``...)."""
-        return ActorMethod(self._method.options(**options), self._name, self._proxy, self._attr, False)
+        method = self._method.options(**options)
+        return ActorMethod(method, self._name, self._proxy, self._attr, timed=False)
 
     def __repr__(self) -> str:
         return f"<remote method {self._name}>"
