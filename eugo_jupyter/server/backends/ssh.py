@@ -485,8 +485,13 @@ class SshBackend(Backend):
             args = _worker_args(fields, address, _ip_of(host), _temp_dir(cluster_id, index))
             return _start_on(fields, cluster_id, host, index, args, timeout)
 
-        with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
-            results += list(pool.map(start_worker, hosts))
+        try:
+            with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
+                results += list(pool.map(start_worker, hosts))
+        except BaseException:
+            # The record never learns of these nodes: stop them here, or nothing ever will.
+            self.stop({**record, **updates, "ssh_hosts": [r.to_record() for r in results]})
+            raise
         joined = [r for r in results if r.joined]
         updates.update(
             address=address,
