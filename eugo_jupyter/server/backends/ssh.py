@@ -156,6 +156,7 @@ def ssh_command(spec: SshSpec, host: str, script: str, args: list[str]) -> list[
         "-o", "ServerAliveInterval=5",
         "-o", "ServerAliveCountMax=3",
         "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "LogLevel=ERROR",  # no "Permanently added" chatter in what we parse
         "-o", f"UserKnownHostsFile={_known_hosts()}",
     ]  # fmt: skip
     if spec.key_file:
@@ -336,10 +337,12 @@ def stop_on(
     half = len(temp_dir) // 2
     args = [temp_dir[:half], temp_dir[half:], _token_file(cluster_id)]
     code, output = _run(ssh_command(spec, host, _STOP, args), "", timeout)
-    if code != 0 or "EUGO_LEFT" not in output:
+    if code != 0 or not any(ln.startswith("EUGO_LEFT") for ln in output.splitlines()):
         why = why_host_failed(spec, host, code, output)
         return f"{host}: could not be reached to stop its node ({why})"
-    left = output.split("EUGO_LEFT", 1)[1].split()
+    # Only the script's own line: ssh may add warnings of its own to the output.
+    line = next(ln for ln in output.splitlines() if ln.startswith("EUGO_LEFT"))
+    left = line.removeprefix("EUGO_LEFT").split()
     return f"{host}: pids {' '.join(left)} did not stop" if left else None
 
 
