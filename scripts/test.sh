@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # Installs what the tests need into ./.venv and runs the whole suite: unit and Ray tests, the
-# Jupyter server tests, the browser tests (system Chromium) and the example notebooks (nbval).
+# Jupyter server tests, the browser tests (system Chromium), a real SLURM, test hosts in network
+# namespaces with their own sshd, and the example notebooks (nbval).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
+# The real parts the suite starts, and the Debian packages that bring them.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v slurmctld >/dev/null 2>&1 || missing+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || missing+=(munge)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
-  else
-    echo "The browser tests need Chromium: run 'sudo apt-get install -y chromium' and try again." >&2
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  elif [[ " ${missing[*]} " == *" chromium "* ]]; then
+    echo "The browser tests need Chromium: run 'sudo apt-get install -y ${missing[*]}' and try again." >&2
     exit 1
+  else
+    echo "Not installed: ${missing[*]} ('sudo apt-get install -y ${missing[*]}'); the SLURM and" \
+      "test-host tests skip without them (and without root)." >&2
   fi
 fi
 
