@@ -33,7 +33,7 @@ from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.fixtures.jupyter import jupyter_server  # noqa: E402
+from tests.fixtures.jupyter import jupyter_server
 
 
 def bare_start(cpus: int) -> float:

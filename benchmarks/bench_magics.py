@@ -14,7 +14,8 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,9 @@ def main() -> None:
     shell.user_ns["x"] = 20
 
     def magic_cell() -> None:
-        result = shell.run_cell("%%distribute\ny = x * 2 + 2\ny\n", store_history=False, silent=True)
+        result = shell.run_cell(
+            "%%distribute\ny = x * 2 + 2\ny\n", store_history=False, silent=True
+        )
         assert result.success and shell.user_ns["y"] == 42
 
     @eugo.hpc.distribute
@@ -51,13 +54,22 @@ def main() -> None:
 
     def decorated_call() -> None:
         # The same work as a plain cell that calls the decorated function.
-        result = shell.run_cell("y = eugo.hpc.get(same_code(x))\ny\n", store_history=False, silent=True)
+        result = shell.run_cell(
+            "y = eugo.hpc.get(same_code(x))\ny\n", store_history=False, silent=True
+        )
         assert result.success and shell.user_ns["y"] == 42
 
     repeat = 40
     t_magic = _median_time(magic_cell, repeat)
     t_call = _median_time(decorated_call, repeat)
-    rows = [("small cell", f"{t_call * 1e3:.1f} ms", f"{t_magic * 1e3:.1f} ms", f"{t_magic / t_call:.2f}")]
+    rows = [
+        (
+            "small cell",
+            f"{t_call * 1e3:.1f} ms",
+            f"{t_magic * 1e3:.1f} ms",
+            f"{t_magic / t_call:.2f}",
+        )
+    ]
 
     @eugo.hpc.distribute
     def read_size(data: Any) -> int:
@@ -67,7 +79,9 @@ def main() -> None:
         shell.user_ns["payload"] = np.ones(size, dtype=np.uint8)
 
         def magic_ship() -> None:
-            ok = shell.run_cell("%%distribute\nn = int(payload.nbytes)\n", store_history=False, silent=True)
+            ok = shell.run_cell(
+                "%%distribute\nn = int(payload.nbytes)\n", store_history=False, silent=True
+            )
             assert ok.success and shell.user_ns["n"] == size
 
         def put_ship() -> None:

@@ -60,9 +60,9 @@ def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[A
 
     Yields ``(cluster, worker_node)`` (``ray.cluster_utils.Cluster``, so tests can remove the node).
     """
-    import eugo_jupyter as eugo
     from ray.cluster_utils import Cluster
 
+    import eugo_jupyter as eugo
     from eugo_jupyter.hpc._session import use_token_auth
 
     _shutdown()

@@ -31,7 +31,8 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from .. import _nvml
 from .._units import format_bytes
@@ -40,7 +41,7 @@ from .probe import GPU_LIBRARIES
 
 __all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
 
-_latest: "GPUAudit | None" = None
+_latest: GPUAudit | None = None
 
 
 class AuditRecord(TypedDict):
@@ -99,7 +100,11 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     if nvml is None:
         return {"error": error}
     try:
-        visible = [v.strip() for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
+        visible = [
+            v.strip()
+            for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+            if v.strip()
+        ]
         handles = []
         for ident in visible or gpu_ids:
             handles.append(
@@ -120,7 +125,9 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
         _nvml.stop(nvml)
 
 
-def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> AuditRecord:
+def _measure(
+    name: str, num_gpus: float, started: float, duration: float, error: str | None
+) -> AuditRecord:
     import ray
 
     context = ray.get_runtime_context()
@@ -129,7 +136,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
     libraries = [m for m in GPU_LIBRARIES if m in sys.modules]
     peak = peak_source = total = None
     if torch is not None:
-        peak = max(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
+        peak = max(
+            int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count())
+        )
         peak_source = "torch.cuda.max_memory_allocated"
         total = int(torch.cuda.get_device_properties(0).total_memory)
     nvml = _nvml_view(gpu_ids)
@@ -152,7 +161,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
         )
     else:
         used = None
-        evidence = f"{', '.join(libraries)} loaded but NVML unavailable ({nvml['error']}): cannot tell"
+        evidence = (
+            f"{', '.join(libraries)} loaded but NVML unavailable ({nvml['error']}): cannot tell"
+        )
     share = int(num_gpus * total) if total else None
     return {
         "function": name,
@@ -175,7 +186,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
     }
 
 
-def _run_audited(collector: Any, fn: Callable[..., Any], name: str, num_gpus: float, *args: Any, **kwargs: Any) -> Any:
+def _run_audited(
+    collector: Any, fn: Callable[..., Any], name: str, num_gpus: float, *args: Any, **kwargs: Any
+) -> Any:
     """Runs on the worker in place of ``fn``: calls it, then reports one record."""
     import ray
 
@@ -239,7 +252,9 @@ class AuditSummary:
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:
-            lines.append(f"- {len(self.unknown)} call(s): use could not be told ({self.unknown[0]['evidence']})")
+            lines.append(
+                f"- {len(self.unknown)} call(s): use could not be told ({self.unknown[0]['evidence']})"
+            )
         if len(lines) == 1 and self.records:
             lines.append("- every GPU call used its GPU and stayed within its share")
         return lines
@@ -266,7 +281,7 @@ class GPUAudit:
         self._generation = -1  # the connection it ran on: its collector dies with that cluster
         self.active = False
 
-    def start(self) -> "GPUAudit":
+    def start(self) -> GPUAudit:
         """Begin auditing calls that request GPUs (what ``with`` does on entry)."""
         global _latest
         import ray
@@ -288,7 +303,7 @@ class GPUAudit:
             hooks.set_audit(None)
             self.active = False
 
-    def __enter__(self) -> "GPUAudit":
+    def __enter__(self) -> GPUAudit:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -327,7 +342,11 @@ class GPUAudit:
         """Functions that reserved GPUs for nothing, and tasks whose peak exceeded their share."""
         import ray
 
-        pending = len(ray.wait(self._refs, num_returns=len(self._refs), timeout=0)[1]) if self._refs else 0
+        pending = (
+            len(ray.wait(self._refs, num_returns=len(self._refs), timeout=0)[1])
+            if self._refs
+            else 0
+        )
         return AuditSummary(self.records(), pending)
 
     def _repr_html_(self) -> str:

@@ -145,7 +145,9 @@ def _probe_remote() -> Any:
     return _remote_probe
 
 
-def _prepare(num_gpus: float | None, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+def _prepare(
+    num_gpus: float | None, options: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, float]]:
     if num_gpus is None:  # one GPU, unless gpu_memory= sizes the fraction
         num_gpus = None if options.get("gpu_memory") is not None else 1
     validated = resolve_options({"num_gpus": num_gpus, **options}, "task")

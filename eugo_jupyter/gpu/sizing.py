@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._units import format_bytes, parse_memory
 from ..exceptions import EugoWarning, OptionsError
 
-__all__ = ["cluster_gpu_memory", "fraction_for", "gpu_fraction_for", "options_for_gpu_memory", "resolve_gpu_memory"]
+__all__ = [
+    "cluster_gpu_memory",
+    "fraction_for",
+    "gpu_fraction_for",
+    "options_for_gpu_memory",
+    "resolve_gpu_memory",
+]
 
 _cache: dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]] = {}
 _PRECISION = 10_000  # Ray counts resources in steps of 1/10000
@@ -70,7 +77,9 @@ def _nvml_on_node(node_id: str) -> Any:
     from .probe import nvml_devices
 
     task = ray.remote(num_cpus=0)(nvml_devices)
-    return task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    return task.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+    ).remote()
 
 
 def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[str, Any]]:
@@ -88,7 +97,9 @@ def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[
 
     _internal.ensure()
     snap = _internal.current_snapshot(max_age=0)
-    nodes = tuple(n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0)
+    nodes = tuple(
+        n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0
+    )
     key = (_internal.session_generation(), nodes)
     if not refresh and key in _cache:
         return _cache[key]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
@@ -126,4 +127,3 @@ def explain_unpicklable(
                 f"sent to a worker: {problem}. {fix}"
             )
     return None
-

@@ -79,9 +79,7 @@ class ClusterInfo:
             if self.dashboard_url
             else ""
         )
-        waiting = (
-            f"<div><b>Waiting</b>{self.waiting._repr_html_()}</div>" if self.waiting else ""
-        )
+        waiting = f"<div><b>Waiting</b>{self.waiting._repr_html_()}</div>" if self.waiting else ""
         return (
             f"<div class='eugo-cluster'><p><b>{html.escape(self._summary())}</b>{dashboard}</p>"
             "<table><thead><tr><th>node</th><th>role</th><th>state</th><th>address</th>"

@@ -16,7 +16,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._units import format_bytes
 from . import _hooks, _session
 from ._insights import analyze
 from ._probe import Timing
@@ -44,7 +43,7 @@ class Run(Recorder):
         self.memory: dict[str, float] = {}
         self._timings: list[Timing | None] | None = None
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         import ray
 
         _session.ensure()
@@ -133,7 +132,7 @@ class Run(Recorder):
             "gets": gets,  # type: ignore[typeddict-item]
         }
 
-    def report(self, gpu_audit: "list[AuditRecord] | None" = None, wait: float = 60.0) -> Report:
+    def report(self, gpu_audit: list[AuditRecord] | None = None, wait: float = 60.0) -> Report:
         """Per-function statistics and findings with fixes; renders as tables and a timeline.
 
         ``gpu_audit``: records of an ``eugo.gpu.audit()``; when omitted, those of the latest

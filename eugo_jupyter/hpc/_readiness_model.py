@@ -182,7 +182,6 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
-
 def timing_checks(m: Measurements, p: Prediction) -> list[Check]:
     """The checklist lines that follow from the numbers: items too small, arguments too large,
     memory per item times items in flight against the node's memory."""
@@ -235,7 +234,7 @@ def timing_checks(m: Measurements, p: Prediction) -> list[Check]:
                 f"{format_bytes(m.node_memory)}",
                 ""
                 if ok
-                else f"ask for memory per call (memory=\"{format_bytes(m.peak_item_bytes * 1.5)}\") "
+                else f'ask for memory per call (memory="{format_bytes(m.peak_item_bytes * 1.5)}") '
                 "so fewer run at once, or process each item in pieces",
             )
         )

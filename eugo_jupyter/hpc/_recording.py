@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Mapping, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict
 
 from . import _probe, _sizing, _static
 

@@ -11,8 +11,8 @@ import html
 import io
 from typing import Any
 
-from ._insights import Analysis, Finding, FunctionStats
 from .._units import format_bytes
+from ._insights import Analysis, Finding, FunctionStats
 from ._recording import RunModel
 
 __all__ = ["Report"]

@@ -67,7 +67,9 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
         return True
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+        with socket.create_connection(
+            (host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout
+        ):
             return True
     except (OSError, ValueError):
         return False

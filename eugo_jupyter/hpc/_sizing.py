@@ -13,7 +13,8 @@ True
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["captured_sizes", "function_size", "pickled_size"]
 

@@ -93,4 +93,6 @@ class ClusterStatus(widgets.VBox):
         return super()._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return f"ClusterStatus({'refreshing' if self.running else 'stopped'}, {self.refreshes} reads)"
+        return (
+            f"ClusterStatus({'refreshing' if self.running else 'stopped'}, {self.refreshes} reads)"
+        )

@@ -60,7 +60,9 @@ def test_submitting_first_then_getting_is_not_blocking_too_early() -> None:
     with eugo.hpc.profile() as run:
         eugo.hpc.get([nap(0.2) for _ in range(6)])
         futures = [nap(0.2) for _ in range(6)]
-        one_by_one = [eugo.hpc.get(f) for f in futures]  # one at a time, but nothing submitted after
+        one_by_one = [
+            eugo.hpc.get(f) for f in futures
+        ]  # one at a time, but nothing submitted after
     assert one_by_one == [0.2] * 6
     assert "blocking_too_early" not in kinds_of(run)
 

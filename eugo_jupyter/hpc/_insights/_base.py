@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence, TypedDict
-
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from ..._units import format_bytes
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._feasibility import describe_request
 from ._base import (
@@ -410,5 +411,3 @@ def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
             )
         )
     return out
-
-

@@ -58,6 +58,8 @@ _OWN_OPTIONS = {
     "--time", "--partition", "--account", "--mem", "--gpus-per-node", "--array", "--wrap",
     "--parsable", "--export", "--export-file", "--input", "--kill-on-invalid-dep", "--wait",
 }  # fmt: skip
+
+
 def _extra(value: Any) -> tuple[str, ...]:
     lines = value.splitlines() if isinstance(value, str) else value
     if lines is None:
@@ -138,7 +140,10 @@ class SlurmBackend(Backend):
             partition=word("partition"),
             account=word("account"),
             walltime=requests.text(
-                given.get("walltime", "01:00:00"), "walltime", where, _WALLTIME_RE,
+                given.get("walltime", "01:00:00"),
+                "walltime",
+                where,
+                _WALLTIME_RE,
                 "give it as SLURM does: minutes, HH:MM:SS or D-HH:MM:SS (for example 01:00:00)",
             ),  # fmt: skip
             nodes=requests.count(given.get("nodes", 1), "nodes", where, 1, MAX_NODES),
@@ -400,4 +405,3 @@ def _last_line(path: Path) -> str:
         return ""
     lines = [line for line in lines if line]
     return lines[-1][:300] if lines else ""
-
