@@ -6,10 +6,10 @@ md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md(
         "# Quick start: ordinary Python on a Ray cluster\n\n"
-        "`@eugo.hpc.distribute` turns a function into a **task**: calling it returns a **future** at "
-        "once, while the work happens elsewhere. With nothing configured, the first call starts an "
-        "embedded local Ray sized to this machine; the same code runs on a real cluster once the "
-        "EugoHPC Manager (or `eugo.hpc.init(address=...)`) points it there."
+        "`@eugo.hpc.distribute` turns a function into a **task**: calling it returns a **future** "
+        "at once, while the work happens elsewhere. With nothing configured, the first call "
+        "starts an embedded local Ray sized to this machine; the same code runs on a real cluster "
+        "once the EugoHPC Manager (or `eugo.hpc.init(address=...)`) points it there."
     ),
     code(
         "import time\n\nimport eugo_jupyter as eugo\n\n"
@@ -18,7 +18,8 @@ cells = [
     ),
     md("## A function becomes a task"),
     code(
-        "@eugo.hpc.distribute\ndef simulate(seed):\n    time.sleep(0.5)          # stands in for real work\n"
+        "@eugo.hpc.distribute\ndef simulate(seed):\n"
+        "    time.sleep(0.5)          # stands in for real work\n"
         "    return seed * seed\n\nfuture = simulate(3)          # returns at once\nfuture"
     ),
     code("# NBVAL_CHECK_OUTPUT\neugo.hpc.get(future)"),
@@ -28,19 +29,22 @@ cells = [
         "`get` inside the loop waits for each task before the next is even submitted:"
     ),
     code(
-        "start = time.perf_counter()\nslow = [eugo.hpc.get(simulate(s)) for s in range(6)]   # blocks 6 times\n"
+        "start = time.perf_counter()\n"
+        "slow = [eugo.hpc.get(simulate(s)) for s in range(6)]   # blocks 6 times\n"
         'print(f"blocking in the loop: {time.perf_counter() - start:.1f} s")'
     ),
     md("Submit everything, then wait once; the tasks run side by side:"),
     code(
-        "start = time.perf_counter()\nfutures = [simulate(s) for s in range(6)]              # fan-out\n"
+        "start = time.perf_counter()\n"
+        "futures = [simulate(s) for s in range(6)]              # fan-out\n"
         "fast = eugo.hpc.get(futures)                           # block once\n"
         'print(f"fan-out, then get: {time.perf_counter() - start:.1f} s")'
     ),
     code("# NBVAL_CHECK_OUTPUT\nfast == slow, fast"),
     md("To act on results as they arrive, iterate with `as_completed`:"),
     code(
-        "# NBVAL_CHECK_OUTPUT\nsorted(eugo.hpc.get(f) for f in eugo.hpc.as_completed([simulate(s) for s in range(4)]))"
+        "# NBVAL_CHECK_OUTPUT\n"
+        "sorted(eugo.hpc.get(f) for f in eugo.hpc.as_completed([simulate(s) for s in range(4)]))"
     ),
     md(
         "## Ask for resources at the call site\n\n"
@@ -59,8 +63,8 @@ cells = [
     code("eugo.hpc.cancel(gpu_future)   # nothing will ever run it here"),
     md(
         "## Share a large argument once\n\n"
-        "Arguments are serialized into every call. Put a large object in the cluster's object store "
-        "once and pass its future instead:"
+        "Arguments are serialized into every call. Put a large object in the cluster's object "
+        "store once and pass its future instead:"
     ),
     code(
         "weights = eugo.hpc.put(list(range(100_000)))\n\n"
@@ -69,13 +73,16 @@ cells = [
     ),
     code("# NBVAL_CHECK_OUTPUT\nscores"),
     md(
-        "## An actor keeps state between calls\n\nDecorate a class: each instance lives on a worker, "
+        "## An actor keeps state between calls\n\n"
+        "Decorate a class: each instance lives on a worker, "
         "and each method call returns a future."
     ),
     code(
         "@eugo.hpc.distribute\nclass Counter:\n    def __init__(self):\n"
-        "        self.n = 0\n\n    def incr(self, k=1):\n        self.n += k\n        return self.n\n\n"
-        "counter = Counter.options(num_cpus=1)()\ncounts = eugo.hpc.get([counter.incr(2), counter.incr(3)])"
+        "        self.n = 0\n\n    def incr(self, k=1):\n"
+        "        self.n += k\n        return self.n\n\n"
+        "counter = Counter.options(num_cpus=1)()\n"
+        "counts = eugo.hpc.get([counter.incr(2), counter.incr(3)])"
     ),
     code("# NBVAL_CHECK_OUTPUT\ncounts"),
     code("eugo.hpc.shutdown()"),

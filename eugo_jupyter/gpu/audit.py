@@ -6,7 +6,8 @@ inside the block runs wrapped, and reports one record when it ends::
     with eugo.gpu.audit() as audit:
         futures = [embed.options(num_gpus=0.25)(batch) for batch in batches]
         eugo.hpc.get(futures)
-    audit.summary()          # functions that reserved a GPU and never touched it; tasks over their share
+    audit.summary()          # functions that reserved a GPU and never touched it;
+                             # tasks over their share
 
 How use is judged, on the worker, after the function returns (or raises):
 
@@ -247,13 +248,15 @@ class AuditSummary:
             )
         for r in self.over_share:
             lines.append(
-                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {format_bytes(r['peak_memory'])} "
+                f"- {r['function']} (task {str(r['task_id'])[:12]}): "
+                f"peak {format_bytes(r['peak_memory'])} "
                 f"exceeds its share {format_bytes(r['share_memory'])} "
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:
             lines.append(
-                f"- {len(self.unknown)} call(s): use could not be told ({self.unknown[0]['evidence']})"
+                f"- {len(self.unknown)} call(s): use could not be told "
+                f"({self.unknown[0]['evidence']})"
             )
         if len(lines) == 1 and self.records:
             lines.append("- every GPU call used its GPU and stayed within its share")
@@ -353,7 +356,8 @@ class GPUAudit:
         return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
-        return f"<GPU-use audit {'active' if self.active else 'stopped'}, {len(self._refs)} GPU call(s)>"
+        state = "active" if self.active else "stopped"
+        return f"<GPU-use audit {state}, {len(self._refs)} GPU call(s)>"
 
 
 def audit() -> GPUAudit:
@@ -364,7 +368,7 @@ def audit() -> GPUAudit:
     ...     eugo.hpc.get(parse.options(num_gpus=1)("x.csv"))
     >>> print(a.summary())                                   # doctest: +SKIP
     GPU-use audit: 1 GPU call(s) recorded
-    - parse: requested a GPU in 1 call(s) and never touched it (0.01 GPU-seconds reserved for nothing)
+    - parse: requested a GPU in 1 call(s) and never touched it (0.01 GPU-seconds reserved ...
     """
     return GPUAudit()
 

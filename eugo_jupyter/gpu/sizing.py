@@ -50,14 +50,16 @@ def fraction_for(memory: int, totals: list[int], label: str = "") -> float:
     if not fits:
         raise OptionsError(
             f"{label} is more than any GPU in this cluster has (the largest has "
-            f"{format_bytes(max(totals))}): no task of that size can run. Use a node with a larger GPU, "
+            f"{format_bytes(max(totals))}): no task of that size can run. "
+            "Use a node with a larger GPU, "
             "or split the work so that each task needs less device memory."
         )
     if len(fits) < len(totals):
         warnings.warn(
             f"{label}: {len(totals) - len(fits)} of {len(totals)} GPUs in this cluster have less "
-            f"than that ({format_bytes(min(totals))}); a task placed on one of them will run out of "
-            "memory. Pin the task to the larger GPUs with accelerator_type=.",
+            f"than that ({format_bytes(min(totals))}); "
+            "a task placed on one of them will run out of memory. "
+            "Pin the task to the larger GPUs with accelerator_type=.",
             EugoWarning,
             stacklevel=3,
         )
@@ -179,7 +181,8 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
         warnings.warn(
             f"num_gpus={explicit!r} lets {per_gpu} tasks share one GPU, but {per_gpu} x "
             f"{value} is more than the smallest GPU that fits one holds "
-            f"({format_bytes(min(t for t in totals if t >= memory))}): they will run out of memory. "
+            f"({format_bytes(min(t for t in totals if t >= memory))}): "
+            "they will run out of memory. "
             f"Use num_gpus={fraction:g} (sized from gpu_memory={value!r}).",
             EugoWarning,
             stacklevel=5,
@@ -188,7 +191,8 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
 
 
 def options_for_gpu_memory(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``.options(gpu_memory="6GB")`` made into ``num_gpus`` for this cluster's GPUs (validation uses it)."""
+    """``.options(gpu_memory="6GB")`` made into ``num_gpus`` for this cluster's GPUs (validation
+    uses it)."""
     value = options.get("gpu_memory")
     if value is None:
         return {k: v for k, v in options.items() if k != "gpu_memory"}

@@ -73,8 +73,8 @@ def warn_if_infeasible(
         verdict = _verdicts.setdefault(key, infeasible_message(request, snap) or "")
     if verdict:
         warnings.warn(
-            f"{name} {verdict} The call was submitted and will wait until a node that can run it joins "
-            "(eugo.hpc.waiting() lists what waits).",
+            f"{name} {verdict} The call was submitted and will wait until a node that can run "
+            "it joins (eugo.hpc.waiting() lists what waits).",
             InfeasibleRequestWarning,
             stacklevel=stacklevel + 1,
         )

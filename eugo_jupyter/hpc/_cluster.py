@@ -99,7 +99,7 @@ def waiting() -> WaitingList:
     the fix; entries that are only queued behind busy resources say so.
 
     >>> eugo.hpc.waiting()               # doctest: +SKIP
-    1 x 1 GPU and 1 CPU (heavy_math): NEVER RUNS: needs 1 GPU and 1 CPU; no node in this cluster has a GPU; ...
+    1 x 1 GPU and 1 CPU (heavy_math): NEVER RUNS: needs 1 GPU and 1 CPU; no node in this ...
     """
     snap = _checks.current_snapshot(max_age=0)
     if snap is None:

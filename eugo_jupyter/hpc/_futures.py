@@ -1,4 +1,5 @@
-"""Working with futures: get (with progress and diagnosed timeouts), wait, as_completed, put, cancel."""
+"""Working with futures: get (with progress and diagnosed timeouts), wait, as_completed, put,
+cancel."""
 
 from __future__ import annotations
 

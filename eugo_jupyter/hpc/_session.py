@@ -32,7 +32,9 @@ class Connection:
     """Where this process is connected, and how that address was chosen."""
 
     address: str  # the GCS address, host:port
-    source: str  # "explicit", "EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS", "active cluster 'dev'", "embedded", "existing"
+    # "explicit", "EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS", "active cluster 'dev'", "embedded",
+    # "existing"
+    source: str
     embedded: bool
     dashboard_url: str | None
 

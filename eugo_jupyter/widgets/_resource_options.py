@@ -63,7 +63,10 @@ class ResourceOptions(widgets.VBox):
     gpu_memory = traitlets.Unicode(
         None,
         allow_none=True,
-        help='GPU memory one call needs ("6GB"); when set, num_gpus is sized from the cluster\'s GPUs.',
+        help=(
+            'GPU memory one call needs ("6GB"); '
+            "when set, num_gpus is sized from the cluster's GPUs."
+        ),
     )
     value = traitlets.Dict(
         read_only=True, help="The options dict: f.options(**w.value), %%distribute --options w."

@@ -62,8 +62,15 @@ class GPUCheck(widgets.VBox):
     )
     error = traitlets.Unicode("", help="The error of the last Verify, if it failed.")
 
-    def __init__(self, num_gpus: float = 1.0, node: str = ALL_GPU_NODES, *,
-                 runner: Runner | None = None, timeout: float = 60.0, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        num_gpus: float = 1.0,
+        node: str = ALL_GPU_NODES,
+        *,
+        runner: Runner | None = None,
+        timeout: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
         self._runner = runner
         self._timeout = timeout
         self._thread: threading.Thread | None = None
@@ -158,7 +165,8 @@ class GPUCheck(widgets.VBox):
     def _render(rows: list[dict[str, Any]]) -> str:
         body = "".join(
             "<tr>"
-            f"<td><b style='color:{'#2e7d32' if r['ok'] else '#c62828'}'>{'PASS' if r['ok'] else 'FAIL'}</b></td>"
+            f"<td><b style='color:{'#2e7d32' if r['ok'] else '#c62828'}'>"
+            f"{'PASS' if r['ok'] else 'FAIL'}</b></td>"
             f"<td><code>{html.escape(str(r.get('node_id') or '-')[:8])}</code></td>"
             f"<td>{html.escape(str(r.get('device') or '-'))}</td>"
             f"<td>{_gib(r.get('memory_used'))} / {_gib(r.get('memory_total'))}</td>"
@@ -167,5 +175,6 @@ class GPUCheck(widgets.VBox):
         )
         return (
             "<table class='eugo-gpu-check-rows'><thead><tr><th>result</th><th>node</th>"
-            f"<th>device</th><th>memory used / total</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
+            "<th>device</th><th>memory used / total</th><th>verdict</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>"
         )

@@ -19,7 +19,8 @@ def test_declared_gpu_never_passes(gpu_cluster: object) -> None:
     report = eugo.check(num_gpus=1)
     assert not report.ok
     assert report.verdict == (
-        f"{SAW_NONE}: Ray assigned GPU 0, yet torch.cuda.is_available() is False and NVML found no driver"
+        f"{SAW_NONE}: Ray assigned GPU 0, yet torch.cuda.is_available() is False "
+        "and NVML found no driver"
     )
     assert report["node_id"] == _worker_id()
     assert report["gpu_ids"] == ["0"] and report["cuda_visible_devices"] == "0"
@@ -97,7 +98,10 @@ def test_bad_request_raises_with_the_fix(gpu_cluster: object) -> None:
 def test_gpu_memory_cannot_be_sized_without_nvml_on_the_gpu_node(gpu_cluster: object) -> None:
     with pytest.raises(
         OptionsError,
-        match=r"gpu_memory='6GB' cannot be sized: no GPU node reported its GPU memory \(node .{8}: NVML could not start",
+        match=(
+            r"gpu_memory='6GB' cannot be sized: no GPU node reported its GPU memory "
+            r"\(node .{8}: NVML could not start"
+        ),
     ):
         eugo.gpu.gpu_fraction_for("6GB")
 

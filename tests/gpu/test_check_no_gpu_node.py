@@ -1,4 +1,5 @@
-"""eugo.check() on an embedded local Ray without any GPU: the answer comes at once, no probe waits."""
+"""eugo.check() on an embedded local Ray without any GPU: the answer comes at once, no probe
+waits."""
 
 from __future__ import annotations
 

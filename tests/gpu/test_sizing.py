@@ -55,7 +55,10 @@ def test_mixed_cluster_sizes_on_the_smallest_gpu_that_fits_and_warns_about_small
 def test_explicit_fraction_that_oversubscribes_memory_warns() -> None:
     with pytest.warns(
         EugoWarning,
-        match=r"num_gpus=0.25 lets 4 tasks share one GPU, but 4 x 8GB is more than .* \(22.5 GiB\).*Use num_gpus=0.3333",
+        match=(
+            r"num_gpus=0.25 lets 4 tasks share one GPU, but 4 x 8GB is more than .* "
+            r"\(22.5 GiB\).*Use num_gpus=0.3333"
+        ),
     ):
         result = resolve_gpu_memory({"num_gpus": 0.25, "gpu_memory": "8GB"}, [RECORDED_L4])
     assert result == {"num_gpus": 0.25}

@@ -56,7 +56,10 @@ RECORDED_DECLARED_ONLY = {
     "device_uuid": None,
     "kernel_ok": None,
     "max_memory_allocated": None,
-    "nvml_error": "NVML could not start (NVML Shared Library Not Found); no NVIDIA driver is loaded on this node",
+    "nvml_error": (
+        "NVML could not start (NVML Shared Library Not Found); "
+        "no NVIDIA driver is loaded on this node"
+    ),
     "nvml_driver": None,
     "nvml_devices": [],
     "nvml_device": None,
@@ -107,7 +110,8 @@ CASES = [
         "pass, NVML did not list the process",
         recorded(RECORDED_H200, process_seen=False, seen_by=None),
         True,
-        "ran on NVIDIA H200 (GPU 0); NVML did not list its process, so torch's allocation on it is the evidence",
+        "ran on NVIDIA H200 (GPU 0); NVML did not list its process, "
+        "so torch's allocation on it is the evidence",
     ),
     (
         "kernel failed",
@@ -115,7 +119,8 @@ CASES = [
             RECORDED_H200, kernel_ok=False, kernel_error="RuntimeError: CUDA error: out of memory"
         ),
         False,
-        "torch sees NVIDIA H200 (GPU 0) but a small kernel failed on it: RuntimeError: CUDA error: out of memory",
+        "torch sees NVIDIA H200 (GPU 0) but a small kernel failed on it: "
+        "RuntimeError: CUDA error: out of memory",
     ),
     (
         "declared GPU, nothing behind it",
@@ -133,7 +138,8 @@ CASES = [
             nvml_devices=RECORDED_H200["nvml_devices"],
         ),  # fmt: skip
         False,
-        "NVML sees NVIDIA H200, but torch 2.13.0+cpu is a CPU-only build, so the task cannot use it",
+        "NVML sees NVIDIA H200, but torch 2.13.0+cpu is a CPU-only build, "
+        "so the task cannot use it",
     ),
     (
         "CUDA_VISIBLE_DEVICES emptied",
@@ -167,7 +173,8 @@ CASES = [
             RECORDED_DECLARED_ONLY, torch_version=None, torch_error="torch is not installed (torch)"
         ),
         False,
-        "torch is not installed on the worker and NVML found no driver, so nothing could look for a GPU",
+        "torch is not installed on the worker and NVML found no driver, "
+        "so nothing could look for a GPU",
     ),
     (
         "no GPU requested on a GPU node (Ray empties CUDA_VISIBLE_DEVICES)",
@@ -246,7 +253,8 @@ def test_report_is_a_mapping_with_the_course_keys_and_a_clear_html_verdict() -> 
         and report.verdict == report["verdict"] == "ran on NVIDIA H200 (GPU 0)"
     )
     for key in ("node_id", "gpu_ids", "cuda_visible_devices", "torch_version", "device_uuid",
-                "nvml_driver", "memory_total", "memory_used", "process_seen", "max_memory_allocated"):  # fmt: skip
+                "nvml_driver", "memory_total", "memory_used", "process_seen",
+                "max_memory_allocated"):  # fmt: skip
         assert key in report
     page = report._repr_html_()
     assert "PASS" in page and "FAIL" not in page and "NVIDIA H200" in page and "140.4 GiB" in page

@@ -1,4 +1,5 @@
-"""eugo.hpc.profile on a real 2-CPU Ray: each pitfall's workload raises its finding, clean ones none.
+"""eugo.hpc.profile on a real 2-CPU Ray: each pitfall's workload raises its finding, clean ones
+none.
 
 Workloads use sleeps with wide ratios (a straggler 15x its peers, blocking gets that wait for the
 whole task) so that a busy shared machine does not change the verdicts.

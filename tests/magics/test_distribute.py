@@ -138,7 +138,8 @@ def test_unpicklable_variable_is_named_before_submission(shell: Any, run: Any) -
 
 def test_function_capturing_an_unpicklable_is_explained(run: Any) -> None:
     run(
-        "import threading\nlatch = threading.Lock()\ndef locked():\n    with latch:\n        return 1\n"
+        "import threading\nlatch = threading.Lock()\n"
+        "def locked():\n    with latch:\n        return 1\n"
     )
     ran = run("%%distribute\nlocked()\n")
     assert "locked" in ran.text and "'latch'" in ran.text
@@ -175,18 +176,21 @@ def test_flags_set_the_tasks_resources(run: Any, shell: Any) -> None:
 def test_options_from_a_dict_and_from_a_widget(run: Any, shell: Any) -> None:
     run("opts = {'num_cpus': 2}\n")
     ran = run(
-        "%%distribute --options opts\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+        "%%distribute --options opts\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
     )
     assert ran.result.success, ran.text
     assert shell.user_ns["res"]["CPU"] == 2
     run("w = eugo.widgets.ResourceOptions(num_cpus=0.5)\n")
     ran = run(
-        "%%distribute --options w\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+        "%%distribute --options w\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
     )
     assert ran.result.success, ran.text
     assert shell.user_ns["res"]["CPU"] == 0.5
     ran = run(
-        "%%distribute --options w --num-cpus 1\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+        "%%distribute --options w --num-cpus 1\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
     )
     assert shell.user_ns["res"]["CPU"] == 1  # a flag wins over the widget
 

@@ -57,7 +57,8 @@ def test_kernel_runs_distribute_without_loading_anything(ray_local: Any, tmp_pat
         client.wait_for_ready(timeout=120)
         reply, outputs = _run(
             client,
-            "%%distribute --num-cpus 1\nsquares = [i * i for i in range(5)]\nprint('from the worker')\nsum(squares)\n",
+            "%%distribute --num-cpus 1\nsquares = [i * i for i in range(5)]\n"
+            "print('from the worker')\nsum(squares)\n",
         )
         assert reply["status"] == "ok", outputs
         streams = "".join(o.get("text", "") for o in outputs if o["type"] == "stream")

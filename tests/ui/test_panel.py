@@ -201,7 +201,10 @@ def test_launch_monitor_infeasible_banner_and_shutdown(
     assert "no node" in text.lower(), text
     page.wait_for_function(
         "(sel) => Number(document.querySelector(sel)?.textContent) >= 1",
-        arg=f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-test"] .eugo-Tasks-item[data-state="pending"] dd',
+        arg=(
+            f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-test"] '
+            '.eugo-Tasks-item[data-state="pending"] dd'
+        ),
         timeout=CLUSTER_TIMEOUT_MS,
     )
 

@@ -6,8 +6,9 @@ a shell string. Each node gets free ports chosen up front, a dashboard bound to 
 authentication on, and the cluster's own ``--temp-dir``, so stopping a cluster means killing
 exactly the process groups it started (never ``ray stop``, which would hit other clusters).
 
->>> nodes = launch(NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)], "/tmp/eugo-c-1")  # doctest: +SKIP
->>> stop(nodes.pgids, nodes.temp_dir)                                                          # doctest: +SKIP
+>>> head, workers = NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)]  # doctest: +SKIP
+>>> nodes = launch(head, workers, "/tmp/eugo-c-1")                          # doctest: +SKIP
+>>> stop(nodes.pgids, nodes.temp_dir)                                       # doctest: +SKIP
 []
 """
 
