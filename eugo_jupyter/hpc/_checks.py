@@ -91,7 +91,7 @@ def _captured(fn: Callable[..., Any]) -> dict[str, Any]:
     for name in code.co_names:
         if name in fn_globals and not inspect.ismodule(fn_globals[name]):
             names[name] = fn_globals[name]
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
         try:
             names[name] = cell.cell_contents
         except ValueError:

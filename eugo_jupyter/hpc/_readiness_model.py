@@ -139,7 +139,7 @@ def predict(m: Measurements) -> Prediction:
     clock = 0.0  # the notebook's own time: submissions are serial there
     finish = 0.0
     probe = 0.0
-    for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes)):
+    for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes, strict=True)):
         clock += m.overhead_s + nbytes * m.per_byte_s
         if len(ends) >= limit:  # map waits for one batch to finish before submitting more
             clock = max(clock, heapq.heappop(ends))

@@ -129,7 +129,7 @@ class ResourceOptions(widgets.VBox):
         self._gpu_memory_box.observe(
             lambda ch: self._from_input("gpu_memory", ch["new"].strip() or None), "value"
         )
-        for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS):
+        for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS, strict=True):
             button.on_click(lambda _b, f=fraction: self._set_gpus(f))
         self._refresh()
 
