@@ -33,7 +33,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from .. import _nvml
 from .._units import format_bytes
@@ -220,10 +220,10 @@ class AuditSummary:
     memory exceeded their fraction of the device; ``unknown``: records where use could not be told.
     """
 
-    def __init__(self, records: list[dict[str, Any]], pending: int = 0) -> None:
+    def __init__(self, records: list[AuditRecord], pending: int = 0) -> None:
         self.records = records
         self.pending = pending
-        by_function: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_function: dict[str, list[AuditRecord]] = defaultdict(list)
         for record in records:
             by_function[record["function"]].append(record)
         self.unused = [
@@ -247,10 +247,11 @@ class AuditSummary:
                 f"touched it ({item['gpu_seconds']:.2f} GPU-seconds reserved for nothing)"
             )
         for r in self.over_share:
+            # exceeded_share is only set when both the peak and the share were measured
+            peak, share = cast(int, r["peak_memory"]), cast(int, r["share_memory"])
             lines.append(
                 f"- {r['function']} (task {str(r['task_id'])[:12]}): "
-                f"peak {format_bytes(r['peak_memory'])} "
-                f"exceeds its share {format_bytes(r['share_memory'])} "
+                f"peak {format_bytes(peak)} exceeds its share {format_bytes(share)} "
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:

@@ -108,19 +108,30 @@ class Run(Recorder):
             if timing and not timing.get("failed"):
                 node = timing["node"] or "?"
                 row.update(
-                    start=timing["start"] - t0,
-                    end=timing["end"] - t0,
-                    pid=timing["pid"],
-                    node=node,
-                    worker=f"{node[:8]}:{timing['pid']}",
-                    status="finished",
-                    returned_put=timing.get("returned_put", False),
-                    nested_gets=timing.get("nested_gets", 0),
-                    nested_get_s=timing.get("nested_get_s", 0.0),
+                    {
+                        "start": timing["start"] - t0,
+                        "end": timing["end"] - t0,
+                        "pid": timing["pid"],
+                        "node": node,
+                        "worker": f"{node[:8]}:{timing['pid']}",
+                        "status": "finished",
+                        "returned_put": timing.get("returned_put", False),
+                        "nested_gets": timing.get("nested_gets", 0),
+                        "nested_get_s": timing.get("nested_get_s", 0.0),
+                    }
                 )
             else:
                 status = "failed" if timing else "unknown"
-                row.update(start=None, end=None, pid=None, node=None, worker=None, status=status)
+                row.update(
+                    {
+                        "start": None,
+                        "end": None,
+                        "pid": None,
+                        "node": None,
+                        "worker": None,
+                        "status": status,
+                    }
+                )
             tasks.append(row)
         gets = [{**g, "start": g["start"] - t0, "end": g["end"] - t0} for g in self._gets]
         end = self.ended if self.ended is not None else time.time()

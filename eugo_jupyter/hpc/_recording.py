@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from types import FrameType
 from typing import Any, TypedDict
 
 from . import _probe, _sizing, _static
@@ -145,7 +146,7 @@ def _in_async_code() -> bool:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(30):
         if frame is None:
             return False

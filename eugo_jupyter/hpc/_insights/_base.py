@@ -44,7 +44,7 @@ class FunctionStats(TypedDict):
     utilisation: float | None
     workers: int
     peak_parallel: int
-    arg_bytes_median: int
+    arg_bytes_median: float
     arg_bytes_max: int
     asks: str
 

@@ -61,7 +61,7 @@ def _tail(tasks: Sequence[Task]) -> tuple[float, int]:
 def function_stats(model: Mapping[str, Any]) -> list[FunctionStats]:
     """Per function: task count, durations, speedup over one-after-another, utilisation, args."""
     cpus = float(model.get("cluster", {}).get("CPU", 0.0)) or 1.0
-    rows = []
+    rows: list[FunctionStats] = []
     for name, tasks in by_function(model["tasks"]).items():
         done = finished(tasks)
         durations = sorted(t["end"] - t["start"] for t in done)

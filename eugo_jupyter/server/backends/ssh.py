@@ -168,7 +168,7 @@ def ssh_command(spec: SshSpec, host: str, script: str, args: list[str]) -> list[
 def _ip_of(host: str) -> str:
     """The address a host is reached at (Ray needs an address, not a name)."""
     try:
-        return socket.getaddrinfo(host.strip("[]"), None, socket.AF_INET)[0][4][0]
+        return str(socket.getaddrinfo(host.strip("[]"), None, socket.AF_INET)[0][4][0])
     except OSError:
         return host
 
