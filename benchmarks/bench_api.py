@@ -61,8 +61,8 @@ def main() -> None:
         raw_case()
         eugo_case()
 
-    print(f"| case | raw Ray (s) | eugo.hpc (s) | ratio eugo/raw |")
-    print(f"|---|---|---|---|")
+    print("| case | raw Ray (s) | eugo.hpc (s) | ratio eugo/raw |")
+    print("|---|---|---|---|")
     for label, (raw_case, eugo_case) in cases.items():
         raw_times, eugo_times = [], []
         for _ in range(args.repeats):
@@ -71,7 +71,9 @@ def main() -> None:
                 case()
                 times.append(time.perf_counter() - start)
         raw_median, eugo_median = statistics.median(raw_times), statistics.median(eugo_times)
-        print(f"| {label} | {raw_median:.3f} | {eugo_median:.3f} | {eugo_median / raw_median:.3f} |")
+        print(
+            f"| {label} | {raw_median:.3f} | {eugo_median:.3f} | {eugo_median / raw_median:.3f} |"
+        )
     eugo.hpc.shutdown()
 
 

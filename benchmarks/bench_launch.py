@@ -33,7 +33,7 @@ from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.fixtures.jupyter import jupyter_server  # noqa: E402
+from tests.fixtures.jupyter import jupyter_server
 
 
 def bare_start(cpus: int) -> float:
@@ -122,7 +122,8 @@ def main() -> None:
             server.call("DELETE", f"/eugo/clusters/{model['id']}")
 
         print(
-            f"launch samples: eugo {[round(x, 2) for x in eugo]}, bare {[round(x, 2) for x in bare]}",
+            f"launch samples: eugo {[round(x, 2) for x in eugo]}, "
+            f"bare {[round(x, 2) for x in bare]}",
             flush=True,
         )
         _, model = eugo_start(server, args.cpus)
@@ -166,7 +167,8 @@ def main() -> None:
          f"{statistics.median(fresh) * 1000:.1f} ms", "", ""),
         (f"GET cluster, {finished} finished tasks, back to back (median of {len(cached)})",
          f"{statistics.median(cached) * 1000:.1f} ms", "", ""),
-        (f"one monitoring read in the background, {finished} finished tasks (median of {len(reads)})",
+        (f"one monitoring read in the background, {finished} finished tasks "
+         f"(median of {len(reads)})",
          f"{statistics.median(reads) * 1000:.0f} ms", "", ""),
     ]  # fmt: skip
     print("\n| measure | eugo manager | bare ray start | ratio |\n| --- | --- | --- | --- |")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,9 @@ def main() -> None:
     shell.user_ns["x"] = 20
 
     def magic_cell() -> None:
-        result = shell.run_cell("%%distribute\ny = x * 2 + 2\ny\n", store_history=False, silent=True)
+        result = shell.run_cell(
+            "%%distribute\ny = x * 2 + 2\ny\n", store_history=False, silent=True
+        )
         assert result.success and shell.user_ns["y"] == 42
 
     @eugo.hpc.distribute
@@ -51,13 +54,22 @@ def main() -> None:
 
     def decorated_call() -> None:
         # The same work as a plain cell that calls the decorated function.
-        result = shell.run_cell("y = eugo.hpc.get(same_code(x))\ny\n", store_history=False, silent=True)
+        result = shell.run_cell(
+            "y = eugo.hpc.get(same_code(x))\ny\n", store_history=False, silent=True
+        )
         assert result.success and shell.user_ns["y"] == 42
 
     repeat = 40
     t_magic = _median_time(magic_cell, repeat)
     t_call = _median_time(decorated_call, repeat)
-    rows = [("small cell", f"{t_call * 1e3:.1f} ms", f"{t_magic * 1e3:.1f} ms", f"{t_magic / t_call:.2f}")]
+    rows = [
+        (
+            "small cell",
+            f"{t_call * 1e3:.1f} ms",
+            f"{t_magic * 1e3:.1f} ms",
+            f"{t_magic / t_call:.2f}",
+        )
+    ]
 
     @eugo.hpc.distribute
     def read_size(data: Any) -> int:
@@ -66,11 +78,14 @@ def main() -> None:
     for size in (1_000, 100_000, 10_000_000, 100_000_000):
         shell.user_ns["payload"] = np.ones(size, dtype=np.uint8)
 
-        def magic_ship() -> None:
-            ok = shell.run_cell("%%distribute\nn = int(payload.nbytes)\n", store_history=False, silent=True)
+        # size bound as a default: each closure checks the payload of its own iteration
+        def magic_ship(size: int = size) -> None:
+            ok = shell.run_cell(
+                "%%distribute\nn = int(payload.nbytes)\n", store_history=False, silent=True
+            )
             assert ok.success and shell.user_ns["n"] == size
 
-        def put_ship() -> None:
+        def put_ship(size: int = size) -> None:
             ref = eugo.hpc.put(shell.user_ns["payload"])
             assert eugo.hpc.get(read_size(ref)) == size
 
@@ -82,7 +97,7 @@ def main() -> None:
     header = ("case", "plain (@distribute / put)", "%%distribute", "ratio")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
     print(f"\nsmall-cell ratio target <= 1.3: {'met' if t_magic / t_call <= 1.3 else 'NOT met'}")
     eugo.hpc.shutdown()
 

@@ -126,8 +126,16 @@ def anchors(df: pd.DataFrame, rows: list[tuple[str, float | None, str]]) -> None
     try:
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=CPUS, threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster):
+        with (
+            LocalCluster(
+                n_workers=CPUS,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster),
+        ):
             import dask.dataframe as dd
 
             ddf = dd.from_pandas(df, npartitions=2 * CPUS)
@@ -212,8 +220,10 @@ def main() -> None:
     ratio = statistics.median(there) / statistics.median(here)
     print("\nsmall frame, 10,000 rows, fast function (medians of 7, interleaved)")
     print(f"{'pandas':48} {statistics.median(here) * 1e3:7.1f} ms")
-    print(f"{'df.eugo.apply (ran in pandas: ' + str(fell_back) + ')':48} "
-          f"{statistics.median(there) * 1e3:7.1f} ms  ratio {ratio:.2f} (target <= 1.15)")
+    print(
+        f"{'df.eugo.apply (ran in pandas: ' + str(fell_back) + ')':48} "
+        f"{statistics.median(there) * 1e3:7.1f} ms  ratio {ratio:.2f} (target <= 1.15)"
+    )
 
     print("\nratios")
     print(f"eugo vs pandas apply:       {pandas_s / eugo_s:.2f}x faster (target >= 1.6)")
@@ -222,9 +232,11 @@ def main() -> None:
             print(f"eugo vs {label:36} {seconds / eugo_s:.2f}x faster")
     print(f"eugo vs pandas groupby:     {g_pandas / g_eugo:.2f}x faster")
     print(f"small frame eugo / pandas:  {ratio:.2f} (target <= 1.15)")
-    print(f"peak memory of this process during df.eugo.apply: {peak.above / 1e6:.0f} MB above "
-          f"baseline = {peak.above / frame_bytes:.2f}x the frame ({frame_bytes / 1e6:.0f} MB) "
-          "(target <= 1.5)")
+    print(
+        f"peak memory of this process during df.eugo.apply: {peak.above / 1e6:.0f} MB above "
+        f"baseline = {peak.above / frame_bytes:.2f}x the frame ({frame_bytes / 1e6:.0f} MB) "
+        "(target <= 1.5)"
+    )
     eugo.hpc.shutdown()
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import eugo_jupyter as eugo
 from eugo_jupyter.hpc._session import use_token_auth

@@ -33,8 +33,8 @@ from eugo_jupyter.server.backends import local as launcher
 
 # The benchmarks share the tests' helpers: a real SLURM and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.fixtures.jupyter import jupyter_server  # noqa: E402
-from tests.fixtures.slurm import Slurm, slurm_cluster  # noqa: E402
+from tests.fixtures.jupyter import jupyter_server
+from tests.fixtures.slurm import Slurm, slurm_cluster
 
 GUIDE = """\
 #!/bin/bash
@@ -91,9 +91,7 @@ def guide_start(slurm: Slurm, folder: Path) -> float:
     port = launcher.free_port()
     ip = launcher.node_ip()
     script = folder / "guide.sbatch"
-    script.write_text(
-        GUIDE.format(folder=folder, ip=ip, port=port, ray=launcher.ray_executable())
-    )
+    script.write_text(GUIDE.format(folder=folder, ip=ip, port=port, ray=launcher.ray_executable()))
     start = time.perf_counter()
     job = subprocess.run(
         ["sbatch", "--parsable", str(script)], env=slurm.env, capture_output=True, text=True,

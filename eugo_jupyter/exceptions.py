@@ -78,6 +78,8 @@ class ClusterError(EugoError, RuntimeError):
 
 class LaunchError(ClusterError):
     """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+
+
 class SlurmError(ClusterError):
     """A SLURM command refused or failed; the message is SLURM's own."""
 
@@ -141,6 +143,8 @@ class CellError(EugoError, RuntimeError):
 
 class RemoteCellError(EugoError, RuntimeError):
     """The cell raised an exception that could not be sent back as itself (only its text came)."""
+
+
 class DataLocationError(EugoError, FileNotFoundError):
     """A task failed because a path does not exist on the node that ran it.
 

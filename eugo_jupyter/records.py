@@ -4,7 +4,8 @@ Layout, under Jupyter's runtime directory (``jupyter --runtime-dir``, which hono
 ``$JUPYTER_RUNTIME_DIR``)::
 
     <runtime>/eugo/clusters/<id>.json    one record per cluster the server launched or connected
-    <runtime>/eugo/active.json           {"id": ..., "address": ..., "name": ...}: new kernels use it
+    <runtime>/eugo/active.json           {"id": ..., "address": ..., "name": ...}:
+                                         new kernels use it
     <runtime>/eugo/clusters/<id>.findings/<stamp>.json   one per profiled run (the last
                                                          FINDINGS_KEPT), see RunFindings
 

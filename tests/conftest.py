@@ -60,9 +60,9 @@ def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[A
 
     Yields ``(cluster, worker_node)`` (``ray.cluster_utils.Cluster``, so tests can remove the node).
     """
-    import eugo_jupyter as eugo
     from ray.cluster_utils import Cluster
 
+    import eugo_jupyter as eugo
     from eugo_jupyter.hpc._session import use_token_auth
 
     _shutdown()
@@ -86,6 +86,7 @@ def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[A
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[object]:
-    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared GPU)."""
+    """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared
+    GPU)."""
     with two_node_cluster(worker_cpus=4, worker_gpus=1) as (cluster, _):
         yield cluster

@@ -13,7 +13,18 @@ HEAVY = ("tornado", "IPython", "ipywidgets", "jupyter_server", "ray")
 
 def test_hpc_public_names_are_locked() -> None:
     assert eugo.hpc.__all__ == sorted(eugo.hpc.__all__)
-    for name in ("distribute", "get", "wait", "as_completed", "put", "cancel", "init", "shutdown", "cluster", "waiting"):
+    for name in (
+        "distribute",
+        "get",
+        "wait",
+        "as_completed",
+        "put",
+        "cancel",
+        "init",
+        "shutdown",
+        "cluster",
+        "waiting",
+    ):
         assert name in eugo.hpc.__all__ and callable(getattr(eugo.hpc, name))
 
 
@@ -28,6 +39,8 @@ def test_a_ray_worker_never_imports_jupyter(ray_local: Any) -> None:
     def loaded() -> list[str]:
         import eugo_jupyter  # noqa: F401
 
-        return [m for m in ("tornado", "IPython", "ipywidgets", "jupyter_server") if m in sys.modules]
+        return [
+            m for m in ("tornado", "IPython", "ipywidgets", "jupyter_server") if m in sys.modules
+        ]
 
     assert eugo.hpc.get(loaded()) == []

@@ -1,4 +1,5 @@
-"""``eugo.gpu`` and ``eugo.check()``: prove a call ran on a GPU, audit GPU use, size fractions by memory.
+"""``eugo.gpu`` and ``eugo.check()``: prove a call ran on a GPU, audit GPU use, size fractions
+by memory.
 
 >>> import eugo_jupyter as eugo
 >>> report = eugo.check(num_gpus=1)                   # doctest: +SKIP

@@ -6,7 +6,8 @@ inside the block runs wrapped, and reports one record when it ends::
     with eugo.gpu.audit() as audit:
         futures = [embed.options(num_gpus=0.25)(batch) for batch in batches]
         eugo.hpc.get(futures)
-    audit.summary()          # functions that reserved a GPU and never touched it; tasks over their share
+    audit.summary()          # functions that reserved a GPU and never touched it;
+                             # tasks over their share
 
 How use is judged, on the worker, after the function returns (or raises):
 
@@ -31,7 +32,8 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Any, TypedDict, cast
 
 from .. import _nvml
 from .._units import format_bytes
@@ -40,7 +42,7 @@ from .probe import GPU_LIBRARIES
 
 __all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
 
-_latest: "GPUAudit | None" = None
+_latest: GPUAudit | None = None
 
 
 class AuditRecord(TypedDict):
@@ -99,7 +101,11 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     if nvml is None:
         return {"error": error}
     try:
-        visible = [v.strip() for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
+        visible = [
+            v.strip()
+            for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+            if v.strip()
+        ]
         handles = []
         for ident in visible or gpu_ids:
             handles.append(
@@ -120,7 +126,9 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
         _nvml.stop(nvml)
 
 
-def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> AuditRecord:
+def _measure(
+    name: str, num_gpus: float, started: float, duration: float, error: str | None
+) -> AuditRecord:
     import ray
 
     context = ray.get_runtime_context()
@@ -129,7 +137,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
     libraries = [m for m in GPU_LIBRARIES if m in sys.modules]
     peak = peak_source = total = None
     if torch is not None:
-        peak = max(int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count()))
+        peak = max(
+            int(torch.cuda.max_memory_allocated(i)) for i in range(torch.cuda.device_count())
+        )
         peak_source = "torch.cuda.max_memory_allocated"
         total = int(torch.cuda.get_device_properties(0).total_memory)
     nvml = _nvml_view(gpu_ids)
@@ -152,7 +162,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
         )
     else:
         used = None
-        evidence = f"{', '.join(libraries)} loaded but NVML unavailable ({nvml['error']}): cannot tell"
+        evidence = (
+            f"{', '.join(libraries)} loaded but NVML unavailable ({nvml['error']}): cannot tell"
+        )
     share = int(num_gpus * total) if total else None
     return {
         "function": name,
@@ -175,7 +187,9 @@ def _measure(name: str, num_gpus: float, started: float, duration: float, error:
     }
 
 
-def _run_audited(collector: Any, fn: Callable[..., Any], name: str, num_gpus: float, *args: Any, **kwargs: Any) -> Any:
+def _run_audited(
+    collector: Any, fn: Callable[..., Any], name: str, num_gpus: float, *args: Any, **kwargs: Any
+) -> Any:
     """Runs on the worker in place of ``fn``: calls it, then reports one record."""
     import ray
 
@@ -206,10 +220,10 @@ class AuditSummary:
     memory exceeded their fraction of the device; ``unknown``: records where use could not be told.
     """
 
-    def __init__(self, records: list[dict[str, Any]], pending: int = 0) -> None:
+    def __init__(self, records: list[AuditRecord], pending: int = 0) -> None:
         self.records = records
         self.pending = pending
-        by_function: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_function: dict[str, list[AuditRecord]] = defaultdict(list)
         for record in records:
             by_function[record["function"]].append(record)
         self.unused = [
@@ -233,13 +247,18 @@ class AuditSummary:
                 f"touched it ({item['gpu_seconds']:.2f} GPU-seconds reserved for nothing)"
             )
         for r in self.over_share:
+            # exceeded_share is only set when both the peak and the share were measured
+            peak, share = cast(int, r["peak_memory"]), cast(int, r["share_memory"])
             lines.append(
-                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {format_bytes(r['peak_memory'])} "
-                f"exceeds its share {format_bytes(r['share_memory'])} "
+                f"- {r['function']} (task {str(r['task_id'])[:12]}): "
+                f"peak {format_bytes(peak)} exceeds its share {format_bytes(share)} "
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:
-            lines.append(f"- {len(self.unknown)} call(s): use could not be told ({self.unknown[0]['evidence']})")
+            lines.append(
+                f"- {len(self.unknown)} call(s): use could not be told "
+                f"({self.unknown[0]['evidence']})"
+            )
         if len(lines) == 1 and self.records:
             lines.append("- every GPU call used its GPU and stayed within its share")
         return lines
@@ -266,7 +285,7 @@ class GPUAudit:
         self._generation = -1  # the connection it ran on: its collector dies with that cluster
         self.active = False
 
-    def start(self) -> "GPUAudit":
+    def start(self) -> GPUAudit:
         """Begin auditing calls that request GPUs (what ``with`` does on entry)."""
         global _latest
         import ray
@@ -288,7 +307,7 @@ class GPUAudit:
             hooks.set_audit(None)
             self.active = False
 
-    def __enter__(self) -> "GPUAudit":
+    def __enter__(self) -> GPUAudit:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -327,14 +346,19 @@ class GPUAudit:
         """Functions that reserved GPUs for nothing, and tasks whose peak exceeded their share."""
         import ray
 
-        pending = len(ray.wait(self._refs, num_returns=len(self._refs), timeout=0)[1]) if self._refs else 0
+        pending = (
+            len(ray.wait(self._refs, num_returns=len(self._refs), timeout=0)[1])
+            if self._refs
+            else 0
+        )
         return AuditSummary(self.records(), pending)
 
     def _repr_html_(self) -> str:
         return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
-        return f"<GPU-use audit {'active' if self.active else 'stopped'}, {len(self._refs)} GPU call(s)>"
+        state = "active" if self.active else "stopped"
+        return f"<GPU-use audit {state}, {len(self._refs)} GPU call(s)>"
 
 
 def audit() -> GPUAudit:
@@ -345,7 +369,7 @@ def audit() -> GPUAudit:
     ...     eugo.hpc.get(parse.options(num_gpus=1)("x.csv"))
     >>> print(a.summary())                                   # doctest: +SKIP
     GPU-use audit: 1 GPU call(s) recorded
-    - parse: requested a GPU in 1 call(s) and never touched it (0.01 GPU-seconds reserved for nothing)
+    - parse: requested a GPU in 1 call(s) and never touched it (0.01 GPU-seconds reserved ...
     """
     return GPUAudit()
 

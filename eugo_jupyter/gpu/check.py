@@ -41,14 +41,17 @@ def _gib(value: Any) -> str:
 
 
 class GPUReport(Mapping[str, Any]):
-    """What one probe found: a read-only mapping of facts, with ``ok``, ``verdict`` and an HTML view.
+    """What one probe found: a read-only mapping of facts, with ``ok``, ``verdict`` and an HTML
+    view.
 
     Keys always present: ``cuda`` and ``device`` (as in the course's check), ``ok``, ``verdict``,
     ``request``, ``node_id``, ``hostname``, ``gpu_ids``, ``cuda_visible_devices``,
     ``torch_version``, ``device_uuid``, ``nvml_driver``, ``memory_total``, ``memory_used``,
     ``process_seen``, ``max_memory_allocated``, ``kernel_ok``, ``torch_error``, ``nvml_error``.
 
-    >>> report = GPUReport({"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU"})
+    >>> report = GPUReport(
+    ...     {"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU"}
+    ... )
     >>> report.ok, report.verdict, report["cuda"]
     (False, 'no node in this cluster has a GPU', False)
     """
@@ -79,7 +82,8 @@ class GPUReport(Mapping[str, Any]):
 
     @property
     def verdict(self) -> str:
-        """One plain sentence: ``"ran on NVIDIA H200 (GPU 0)"``, ``"no node in this cluster has a GPU"``."""
+        """One plain sentence: ``"ran on NVIDIA H200 (GPU 0)"``,
+        ``"no node in this cluster has a GPU"``."""
         return str(self._data["verdict"])
 
     def __getitem__(self, key: str) -> Any:
@@ -109,11 +113,14 @@ class GPUReport(Mapping[str, Any]):
                                      else repr(d["cuda_visible_devices"])),
             ("torch", f"{d['torch_version']} (cuda available: {d['cuda']})" if d["torch_version"]
                       else str(d["torch_error"] or "-")),
-            ("device", f"{d['device'] or '-'}" + (f" ({d['device_uuid']})" if d["device_uuid"] else "")),
-            ("NVML", f"driver {d['nvml_driver']}" if d["nvml_driver"] else str(d["nvml_error"] or "-")),
+            ("device", f"{d['device'] or '-'}"
+                       + (f" ({d['device_uuid']})" if d["device_uuid"] else "")),
+            ("NVML", f"driver {d['nvml_driver']}" if d["nvml_driver"]
+                     else str(d["nvml_error"] or "-")),
             ("device memory", f"{_gib(d['memory_used'])} used of {_gib(d['memory_total'])}"),
             ("process seen by NVML", "-" if d["process_seen"] is None
-                                     else f"{d['process_seen']} ({d.get('seen_by') or 'not listed'})"),
+                                     else f"{d['process_seen']} "
+                                          f"({d.get('seen_by') or 'not listed'})"),
             ("torch max_memory_allocated", _gib(d["max_memory_allocated"])),
         ]  # fmt: skip
         if d.get("fix"):
@@ -145,7 +152,9 @@ def _probe_remote() -> Any:
     return _remote_probe
 
 
-def _prepare(num_gpus: float | None, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+def _prepare(
+    num_gpus: float | None, options: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, float]]:
     if num_gpus is None:  # one GPU, unless gpu_memory= sizes the fraction
         num_gpus = None if options.get("gpu_memory") is not None else 1
     validated = resolve_options({"num_gpus": num_gpus, **options}, "task")
@@ -213,9 +222,10 @@ def check(
     """Run a probe with these resources and report whether it really ran on a GPU.
 
     ``num_gpus`` and ``options`` are what a call would pass to ``.options()`` (fractions
-    included; ``check(None, gpu_memory="6GB")`` sizes the fraction from memory); ``node`` pins the probe to one node (an id or its
-    prefix). ``local=True`` probes this kernel's own process instead, without Ray. The report
-    is a mapping (``report["cuda"]``, ``report["device"]``...) with ``.ok`` and ``.verdict``.
+    included; ``check(None, gpu_memory="6GB")`` sizes the fraction from memory); ``node`` pins
+    the probe to one node (an id or its prefix). ``local=True`` probes this kernel's own
+    process instead, without Ray. The report is a mapping (``report["cuda"]``,
+    ``report["device"]``...) with ``.ok`` and ``.verdict``.
 
     >>> import eugo_jupyter as eugo
     >>> report = eugo.check(num_gpus=1)         # doctest: +SKIP

@@ -86,7 +86,9 @@ def _ray_facts() -> dict[str, Any]:
         return {"node_id": None, "gpu_ids": None}
 
 
-def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = True) -> dict[str, Any]:
+def probe(
+    requested_gpus: float = 1, scope: str = "task", run_kernel: bool = True
+) -> dict[str, Any]:
     """Facts about the GPU this process can use; ``scope`` is ``"task"`` or ``"kernel"``.
 
     Runs a small real matmul on ``cuda:0`` when torch sees CUDA, and reports what torch and NVML
@@ -133,7 +135,8 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
     facts["nvml_error"] = nvml_view["error"]
     facts["nvml_driver"] = nvml_view["driver"]
     facts["nvml_devices"] = [
-        {k: d[k] for k in ("index", "name", "uuid", "memory_total", "mig")} for d in nvml_view["devices"]
+        {k: d[k] for k in ("index", "name", "uuid", "memory_total", "mig")}
+        for d in nvml_view["devices"]
     ]
     if torch is not None:
         facts["torch_version"] = torch.__version__
@@ -160,7 +163,9 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
             if handle is not None:
                 device = _nvml.device_facts(nvml, handle)
                 facts["nvml_device"] = device["name"]
-                facts["mig"] = device["mig"] or _nvml.text(nvml.nvmlDeviceGetUUID(handle)).startswith("MIG-")
+                facts["mig"] = device["mig"] or _nvml.text(
+                    nvml.nvmlDeviceGetUUID(handle)
+                ).startswith("MIG-")
                 facts["memory_total"] = device["memory_total"]
                 before = device["memory_used"]
                 if facts["device"] is None:
@@ -197,7 +202,10 @@ def _run_kernel(
             pids = {p["pid"] for p in _processes(nvml, handle)}
             if os.getpid() in pids:
                 facts["process_seen"], facts["seen_by"] = True, "pid"
-            elif before is not None and facts["memory_used"] - before >= facts["max_memory_allocated"]:
+            elif (
+                before is not None
+                and facts["memory_used"] - before >= facts["max_memory_allocated"]
+            ):
                 facts["process_seen"], facts["seen_by"] = True, "memory change"
             else:
                 facts["process_seen"] = False

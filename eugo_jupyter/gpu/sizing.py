@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._units import format_bytes, parse_memory
 from ..exceptions import EugoWarning, OptionsError
 
-__all__ = ["cluster_gpu_memory", "fraction_for", "gpu_fraction_for", "options_for_gpu_memory", "resolve_gpu_memory"]
+__all__ = [
+    "cluster_gpu_memory",
+    "fraction_for",
+    "gpu_fraction_for",
+    "options_for_gpu_memory",
+    "resolve_gpu_memory",
+]
 
 _cache: dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]] = {}
 _PRECISION = 10_000  # Ray counts resources in steps of 1/10000
@@ -43,14 +50,16 @@ def fraction_for(memory: int, totals: list[int], label: str = "") -> float:
     if not fits:
         raise OptionsError(
             f"{label} is more than any GPU in this cluster has (the largest has "
-            f"{format_bytes(max(totals))}): no task of that size can run. Use a node with a larger GPU, "
+            f"{format_bytes(max(totals))}): no task of that size can run. "
+            "Use a node with a larger GPU, "
             "or split the work so that each task needs less device memory."
         )
     if len(fits) < len(totals):
         warnings.warn(
             f"{label}: {len(totals) - len(fits)} of {len(totals)} GPUs in this cluster have less "
-            f"than that ({format_bytes(min(totals))}); a task placed on one of them will run out of "
-            "memory. Pin the task to the larger GPUs with accelerator_type=.",
+            f"than that ({format_bytes(min(totals))}); "
+            "a task placed on one of them will run out of memory. "
+            "Pin the task to the larger GPUs with accelerator_type=.",
             EugoWarning,
             stacklevel=3,
         )
@@ -70,7 +79,9 @@ def _nvml_on_node(node_id: str) -> Any:
     from .probe import nvml_devices
 
     task = ray.remote(num_cpus=0)(nvml_devices)
-    return task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    return task.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+    ).remote()
 
 
 def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[str, Any]]:
@@ -88,7 +99,9 @@ def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[
 
     _internal.ensure()
     snap = _internal.current_snapshot(max_age=0)
-    nodes = tuple(n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0)
+    nodes = tuple(
+        n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0
+    )
     key = (_internal.session_generation(), nodes)
     if not refresh and key in _cache:
         return _cache[key]
@@ -168,7 +181,8 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
         warnings.warn(
             f"num_gpus={explicit!r} lets {per_gpu} tasks share one GPU, but {per_gpu} x "
             f"{value} is more than the smallest GPU that fits one holds "
-            f"({format_bytes(min(t for t in totals if t >= memory))}): they will run out of memory. "
+            f"({format_bytes(min(t for t in totals if t >= memory))}): "
+            "they will run out of memory. "
             f"Use num_gpus={fraction:g} (sized from gpu_memory={value!r}).",
             EugoWarning,
             stacklevel=5,
@@ -177,7 +191,8 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
 
 
 def options_for_gpu_memory(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``.options(gpu_memory="6GB")`` made into ``num_gpus`` for this cluster's GPUs (validation uses it)."""
+    """``.options(gpu_memory="6GB")`` made into ``num_gpus`` for this cluster's GPUs (validation
+    uses it)."""
     value = options.get("gpu_memory")
     if value is None:
         return {k: v for k, v in options.items() if k != "gpu_memory"}

@@ -8,7 +8,8 @@ gave the right answer on the device. NVML then confirms or adds a caveat, never 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 __all__ = ["Verdict", "decide"]
 
@@ -56,7 +57,10 @@ def decide(facts: Mapping[str, Any]) -> Verdict:
         pinned = facts.get("pinned_node")
         if pinned and "; " in reason:  # the sentence is about that node, not the whole cluster
             needs, why = reason.split("; ", 1)
-            for cluster_words in ("no node in this cluster has an ", "no node in this cluster has a "):
+            for cluster_words in (
+                "no node in this cluster has an ",
+                "no node in this cluster has a ",
+            ):
                 why = why.replace(cluster_words, "it has no ")
             why = why.replace("the largest node has", "it has")
             return Verdict(False, f"node {pinned[:8]} cannot run this probe ({needs}): {why}")

@@ -160,7 +160,7 @@ class Engine:
         self,
         name: str,
         body: Body,
-        fn: Callable[..., Any],
+        fn: object,  # handed to body with shared, never called here: a function or pandas' Op
         shared: Mapping[str, Any] | None,
         options: dict[str, Any],
         progress: bool | None = None,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
@@ -72,8 +73,8 @@ def warn_if_infeasible(
         verdict = _verdicts.setdefault(key, infeasible_message(request, snap) or "")
     if verdict:
         warnings.warn(
-            f"{name} {verdict} The call was submitted and will wait until a node that can run it joins "
-            "(eugo.hpc.waiting() lists what waits).",
+            f"{name} {verdict} The call was submitted and will wait until a node that can run "
+            "it joins (eugo.hpc.waiting() lists what waits).",
             InfeasibleRequestWarning,
             stacklevel=stacklevel + 1,
         )
@@ -90,7 +91,7 @@ def _captured(fn: Callable[..., Any]) -> dict[str, Any]:
     for name in code.co_names:
         if name in fn_globals and not inspect.ismodule(fn_globals[name]):
             names[name] = fn_globals[name]
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
         try:
             names[name] = cell.cell_contents
         except ValueError:
@@ -126,4 +127,3 @@ def explain_unpicklable(
                 f"sent to a worker: {problem}. {fix}"
             )
     return None
-

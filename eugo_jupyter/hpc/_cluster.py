@@ -79,9 +79,7 @@ class ClusterInfo:
             if self.dashboard_url
             else ""
         )
-        waiting = (
-            f"<div><b>Waiting</b>{self.waiting._repr_html_()}</div>" if self.waiting else ""
-        )
+        waiting = f"<div><b>Waiting</b>{self.waiting._repr_html_()}</div>" if self.waiting else ""
         return (
             f"<div class='eugo-cluster'><p><b>{html.escape(self._summary())}</b>{dashboard}</p>"
             "<table><thead><tr><th>node</th><th>role</th><th>state</th><th>address</th>"
@@ -101,7 +99,7 @@ def waiting() -> WaitingList:
     the fix; entries that are only queued behind busy resources say so.
 
     >>> eugo.hpc.waiting()               # doctest: +SKIP
-    1 x 1 GPU and 1 CPU (heavy_math): NEVER RUNS: needs 1 GPU and 1 CPU; no node in this cluster has a GPU; ...
+    1 x 1 GPU and 1 CPU (heavy_math): NEVER RUNS: needs 1 GPU and 1 CPU; no node in this ...
     """
     snap = _checks.current_snapshot(max_age=0)
     if snap is None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import errno
 import os
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..exceptions import DataLocationError
 

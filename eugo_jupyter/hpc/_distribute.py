@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import functools
 import pickle
-from typing import Any, Callable, Mapping, TypeVar, overload
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
 
 from ..exceptions import OptionsError
 from . import _checks, _hooks, _session, _static, _submissions
-from ._options import request_of, resolve_options, validate_options
+from ._options import request_of, resolve_options
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
 
 T = TypeVar("T")
 
-def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
+
+def _submission_failed(
+    fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException
+) -> None:
     """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
     if isinstance(exc, (TypeError, pickle.PicklingError, AttributeError, ValueError)):
         explained = _checks.explain_unpicklable(fn, args, kwargs, exc)
@@ -120,7 +124,7 @@ class DistributedFunction:
         self._ray_remote()
         return self._submit(self._default, self._default_remote, args, kwargs)
 
-    def options(self, **options: Any) -> "BoundCall":
+    def options(self, **options: Any) -> BoundCall:
         """The same function with per-call resources; the call site wins over the decorator.
 
         >>> heavy = square.options(num_cpus=4, num_gpus=0.25)   # doctest: +SKIP
@@ -178,7 +182,7 @@ class ActorMethod:
             )  # fmt: skip
         return self._method.remote(*args, **kwargs)
 
-    def options(self, **options: Any) -> "ActorMethod":
+    def options(self, **options: Any) -> ActorMethod:
         """Ray's per-method options (``num_returns``, ``name``...)."""
         method = self._method.options(**options)
         return ActorMethod(method, self._name, self._proxy, self._attr, timed=False)
@@ -207,9 +211,7 @@ class ActorProxy:
         try:
             method = getattr(self.handle, attr)
         except AttributeError:
-            raise AttributeError(
-                f"The actor {self._class_name} has no method {attr!r}."
-            ) from None
+            raise AttributeError(f"The actor {self._class_name} has no method {attr!r}.") from None
         return ActorMethod(method, f"{self._class_name}.{attr}", self, attr)
 
     def __repr__(self) -> str:
@@ -312,4 +314,3 @@ def distribute(target: Any = None, **options: Any) -> Any:
         f"distribute() takes a function or a class, not {type(target).__name__}; "
         "use it as @eugo.hpc.distribute or @eugo.hpc.distribute(num_cpus=2)."
     )
-

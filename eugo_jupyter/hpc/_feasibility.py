@@ -8,8 +8,9 @@ Pure functions over a request (``{"CPU": 1, "GPU": 0.25}``) and the nodes of a
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .._units import format_bytes
 from ._raystate import NodeFacts, Snapshot
@@ -85,12 +86,16 @@ def fix_for(request: Mapping[str, float], nodes: Iterable[NodeFacts]) -> str:
     if request.get("GPU") and _largest(alive, "GPU") == 0:
         fixes.append("launch or connect a cluster with a GPU node, or drop num_gpus")
     elif request.get("GPU") and _largest(alive, "GPU") < request["GPU"]:
-        fixes.append(f"ask for at most num_gpus={_largest(alive, 'GPU'):g}, or add a larger GPU node")
+        fixes.append(
+            f"ask for at most num_gpus={_largest(alive, 'GPU'):g}, or add a larger GPU node"
+        )
     if request.get("CPU", 0) > _largest(alive, "CPU"):
         fixes.append(f"ask for at most num_cpus={_largest(alive, 'CPU'):g}, or add a larger node")
     if request.get("memory", 0) > _largest(alive, "memory"):
         fixes.append("ask for less memory, or add a node with more")
-    custom = [k for k in request if k not in ("CPU", "GPU", "memory") and request[k] > _largest(alive, k)]
+    custom = [
+        k for k in request if k not in ("CPU", "GPU", "memory") and request[k] > _largest(alive, k)
+    ]
     if custom:
         fixes.append(f"add a node that declares {', '.join(custom)}, or drop it from resources")
     if not fixes:
@@ -129,7 +134,9 @@ class WaitingList(list):  # type: ignore[type-arg]
         for item in self:
             mark = "NEVER RUNS" if item.infeasible else "queued"
             who = f" ({', '.join(item.functions)})" if item.functions else ""
-            lines.append(f"{item.count} x {describe_request(item.request)}{who}: {mark}: {item.reason}")
+            lines.append(
+                f"{item.count} x {describe_request(item.request)}{who}: {mark}: {item.reason}"
+            )
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -1,10 +1,12 @@
-"""Working with futures: get (with progress and diagnosed timeouts), wait, as_completed, put, cancel."""
+"""Working with futures: get (with progress and diagnosed timeouts), wait, as_completed, put,
+cancel."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from ..exceptions import GetTimeoutError
 from . import _checks, _data_location, _hooks, _session, _submissions
@@ -26,7 +28,9 @@ def diagnose(pending: Sequence[Any]) -> str:
     groups: Counter[tuple[str, _submissions.RequestKey]] = Counter()
     for ref in pending:
         groups[_submissions.lookup(ref) or ("a call made elsewhere", ())] += 1
-    waiting_shapes = {_submissions.request_key(shape) for shape, _ in snap.demands} if snap else set()
+    waiting_shapes = (
+        {_submissions.request_key(shape) for shape, _ in snap.demands} if snap else set()
+    )
     lines = []
     for (name, key), count in groups.most_common():
         request = dict(key)
@@ -125,7 +129,9 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
             if left is not None and left <= 0:
                 raise RayGetTimeoutError()
             step = 0.25 if left is None else min(0.25, left)
-            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=step, fetch_local=False)
+            ready, pending = ray.wait(
+                pending, num_returns=len(pending), timeout=step, fetch_local=False
+            )
             bar.update(len(ready))
     finally:
         bar.close()

@@ -42,7 +42,6 @@ BATCHES_PER_SLOT = 4
 _MAX_BATCH = 200_000
 
 
-
 # The batch-size rules, as pure functions: ``map`` follows them and ``eugo.hpc.readiness``
 # replays them to predict a map before it runs.
 
@@ -271,9 +270,7 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
             "shared={'model': model}; the function is then called as fn(item, model=model)."
         )
     if not isinstance(items, Sequence) and not hasattr(items, "__iter__"):
-        raise TypeError(
-            f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}."
-        )
+        raise TypeError(f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}.")
     source = _Items(items)
     name = f"map({label})"
     engine = Engine(name, _run_items, plain, shared, opts, progress, source.total, "item")

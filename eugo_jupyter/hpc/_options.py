@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._units import parse_memory
 from ..exceptions import OptionsError

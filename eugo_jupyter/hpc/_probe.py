@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 __all__ = ["Timing", "timed_call", "timed_method"]
 

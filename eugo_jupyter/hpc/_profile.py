@@ -16,7 +16,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._units import format_bytes
 from . import _hooks, _session
 from ._insights import analyze
 from ._probe import Timing
@@ -44,7 +43,7 @@ class Run(Recorder):
         self.memory: dict[str, float] = {}
         self._timings: list[Timing | None] | None = None
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         import ray
 
         _session.ensure()
@@ -109,19 +108,30 @@ class Run(Recorder):
             if timing and not timing.get("failed"):
                 node = timing["node"] or "?"
                 row.update(
-                    start=timing["start"] - t0,
-                    end=timing["end"] - t0,
-                    pid=timing["pid"],
-                    node=node,
-                    worker=f"{node[:8]}:{timing['pid']}",
-                    status="finished",
-                    returned_put=timing.get("returned_put", False),
-                    nested_gets=timing.get("nested_gets", 0),
-                    nested_get_s=timing.get("nested_get_s", 0.0),
+                    {
+                        "start": timing["start"] - t0,
+                        "end": timing["end"] - t0,
+                        "pid": timing["pid"],
+                        "node": node,
+                        "worker": f"{node[:8]}:{timing['pid']}",
+                        "status": "finished",
+                        "returned_put": timing.get("returned_put", False),
+                        "nested_gets": timing.get("nested_gets", 0),
+                        "nested_get_s": timing.get("nested_get_s", 0.0),
+                    }
                 )
             else:
                 status = "failed" if timing else "unknown"
-                row.update(start=None, end=None, pid=None, node=None, worker=None, status=status)
+                row.update(
+                    {
+                        "start": None,
+                        "end": None,
+                        "pid": None,
+                        "node": None,
+                        "worker": None,
+                        "status": status,
+                    }
+                )
             tasks.append(row)
         gets = [{**g, "start": g["start"] - t0, "end": g["end"] - t0} for g in self._gets]
         end = self.ended if self.ended is not None else time.time()
@@ -133,7 +143,7 @@ class Run(Recorder):
             "gets": gets,  # type: ignore[typeddict-item]
         }
 
-    def report(self, gpu_audit: "list[AuditRecord] | None" = None, wait: float = 60.0) -> Report:
+    def report(self, gpu_audit: list[AuditRecord] | None = None, wait: float = 60.0) -> Report:
         """Per-function statistics and findings with fixes; renders as tables and a timeline.
 
         ``gpu_audit``: records of an ``eugo.gpu.audit()``; when omitted, those of the latest

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from . import _checks, _data_location, _session
 from ._batching import slots as _slots

@@ -139,7 +139,7 @@ def predict(m: Measurements) -> Prediction:
     clock = 0.0  # the notebook's own time: submissions are serial there
     finish = 0.0
     probe = 0.0
-    for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes)):
+    for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes, strict=True)):
         clock += m.overhead_s + nbytes * m.per_byte_s
         if len(ends) >= limit:  # map waits for one batch to finish before submitting more
             clock = max(clock, heapq.heappop(ends))
@@ -180,7 +180,6 @@ def fmt_s(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds:.2f} s"
-
 
 
 def timing_checks(m: Measurements, p: Prediction) -> list[Check]:
@@ -235,7 +234,7 @@ def timing_checks(m: Measurements, p: Prediction) -> list[Check]:
                 f"{format_bytes(m.node_memory)}",
                 ""
                 if ok
-                else f"ask for memory per call (memory=\"{format_bytes(m.peak_item_bytes * 1.5)}\") "
+                else f'ask for memory per call (memory="{format_bytes(m.peak_item_bytes * 1.5)}") '
                 "so fewer run at once, or process each item in pieces",
             )
         )

@@ -18,7 +18,9 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, Mapping, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from types import FrameType
+from typing import Any, TypedDict
 
 from . import _probe, _sizing, _static
 
@@ -144,7 +146,7 @@ def _in_async_code() -> bool:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(30):
         if frame is None:
             return False

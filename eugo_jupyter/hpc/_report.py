@@ -9,10 +9,11 @@ from __future__ import annotations
 import base64
 import html
 import io
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, cast
 
-from ._insights import Analysis, Finding, FunctionStats
 from .._units import format_bytes
+from ._insights import Analysis, Finding, FunctionStats
 from ._recording import RunModel
 
 __all__ = ["Report"]
@@ -32,7 +33,20 @@ def _fmt_bytes(size: float | None) -> str:
     return format_bytes(size or 0)
 
 
-_COLUMNS = (
+_Column = Literal[
+    "function",
+    "tasks",
+    "median_s",
+    "p95_s",
+    "max_s",
+    "speedup",
+    "utilisation",
+    "arg_bytes_median",
+    "arg_bytes_max",
+    "asks",
+]
+
+_COLUMNS: tuple[tuple[str, _Column, Callable[[Any], str]], ...] = (
     ("function", "function", str),
     ("tasks", "tasks", str),
     ("median", "median_s", _fmt_s),
@@ -80,20 +94,25 @@ class Report:
                 self.savefig(buffer, format="png", dpi=80)
                 return buffer.getvalue()
 
-        tasks = [t for t in self.model["tasks"] if t["start"] is not None]
-        workers = sorted({t["worker"] for t in tasks})
-        functions = sorted({t["function"] for t in tasks})
+        # a started task has its end and worker too: Run.model sets them together
+        tasks = [
+            (t["function"], cast(str, t["worker"]), t["start"], cast(float, t["end"]))
+            for t in self.model["tasks"]
+            if t["start"] is not None
+        ]
+        workers = sorted({worker for _, worker, _, _ in tasks})
+        functions = sorted({function for function, _, _, _ in tasks})
         fig = Figure(figsize=(8, 1.2 + 0.35 * max(1, len(workers))), layout="constrained")
         ax = fig.add_subplot()
         row_of = {w: i for i, w in enumerate(workers)}
         for number, name in enumerate(functions):
-            mine = [t for t in tasks if t["function"] == name]
+            mine = [t for t in tasks if t[0] == name]
             labelled = False
-            for row in sorted({row_of[t["worker"]] for t in mine}):
+            for row in sorted({row_of[worker] for _, worker, _, _ in mine}):
                 spans = [
-                    (t["start"], max(t["end"] - t["start"], 1e-4))
-                    for t in mine
-                    if row_of[t["worker"]] == row
+                    (start, max(end - start, 1e-4))
+                    for _, worker, start, end in mine
+                    if row_of[worker] == row
                 ]
                 ax.broken_barh(
                     spans,
@@ -107,7 +126,7 @@ class Report:
         ax.set_yticks(range(len(workers)), workers)
         ax.set_ylabel("worker (node:pid)")
         ax.set_xlabel("seconds since the profile began")
-        ax.set_xlim(0, max(self.model["duration"], max((t["end"] for t in tasks), default=0)))
+        ax.set_xlim(0, max(self.model["duration"], max((end for _, _, _, end in tasks), default=0)))
         if functions:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         ax.set_title("Tasks per worker")
@@ -168,6 +187,6 @@ class Report:
                 f"  {f['function']}: {f['tasks']} tasks, median {_fmt_s(f['median_s'])}, "
                 f"max {_fmt_s(f['max_s'])}"
             )
-        for f in self.findings:
-            lines.append(f"- [{f['kind']}] {f['message']} Fix: {f['fix']}")
+        for item in self.findings:
+            lines.append(f"- [{item['kind']}] {item['message']} Fix: {item['fix']}")
         return "\n".join(lines)

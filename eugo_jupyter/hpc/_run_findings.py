@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["cluster_id", "run_findings", "save", "save_later"]
 

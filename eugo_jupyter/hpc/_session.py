@@ -32,7 +32,9 @@ class Connection:
     """Where this process is connected, and how that address was chosen."""
 
     address: str  # the GCS address, host:port
-    source: str  # "explicit", "EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS", "active cluster 'dev'", "embedded", "existing"
+    # "explicit", "EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS", "active cluster 'dev'", "embedded",
+    # "existing"
+    source: str
     embedded: bool
     dashboard_url: str | None
 
@@ -67,7 +69,9 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
         return True
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+        with socket.create_connection(
+            (host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout
+        ):
             return True
     except (OSError, ValueError):
         return False

@@ -13,7 +13,8 @@ True
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["captured_sizes", "function_size", "pickled_size"]
 
@@ -40,13 +41,15 @@ def _pickler_class() -> type:
     from ray import cloudpickle
     from ray.actor import ActorHandle
 
-    refs = (ray.ObjectRef, ActorHandle)
+    ref_types = (ray.ObjectRef, ActorHandle)
 
     class SizingPickler(cloudpickle.CloudPickler):  # type: ignore[misc,valid-type]
+        refs: int  # futures and handles met so far; the caller sets it to 0 before dumping
+
         # persistent_id runs before any reducer: a future is never handed to Ray's reducer,
         # which is what pins it when called outside a Ray serialization context.
         def persistent_id(self, obj: Any) -> Any:
-            if isinstance(obj, refs):
+            if isinstance(obj, ref_types):
                 self.refs += 1
                 return b"ref"
             return None

@@ -8,7 +8,8 @@ insert per call.
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["RequestKey", "forget_all", "functions_by_request", "lookup", "remember", "request_key"]
 

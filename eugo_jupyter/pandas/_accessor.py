@@ -291,7 +291,13 @@ class GroupBy:
         return GroupSplit(selected, codes, sizes, list(observed.index))
 
     def _combine(
-        self, proxy: Any, by_code: list[Any], selected: Any, fn: Any, args: tuple, kwargs: dict,
+        self,
+        proxy: Any,
+        by_code: list[Any],
+        selected: Any,
+        fn: Any,
+        args: tuple,
+        kwargs: dict,
         shared: dict[str, Any],
     ) -> Any:
         values = iter(by_code)

@@ -193,7 +193,6 @@ class Call:
                 by_code[code] = value
         return by_code
 
-
     def _sample_groups(self, split: GroupSplit) -> float | None:
         """Seconds per row over a sample of whole groups, none of them a large share."""
         sizes = split.sizes
@@ -216,7 +215,12 @@ class Call:
                 return 0
             mask = np.isin(sample_codes, chosen)
             out = run_groups(
-                self.op, self.shared, split.data, None, in_sample[mask], sample_codes[mask],
+                self.op,
+                self.shared,
+                split.data,
+                None,
+                in_sample[mask],
+                sample_codes[mask],
                 [split.keys[c] for c in chosen],
             )
             if isinstance(out, _engine.Failure):

@@ -20,7 +20,8 @@ __all__ = ["ClusterManager", "EugoManagerExtension", "setup_route_handlers"]
 
 
 class EugoManagerExtension(ExtensionApp):
-    """Mounts ``/eugo/`` and stops clusters launched with lifetime "server" when the server stops."""
+    """Mounts ``/eugo/`` and stops clusters launched with lifetime "server" when the server
+    stops."""
 
     name = "eugo_jupyter"
     load_other_extensions = True
@@ -28,7 +29,9 @@ class EugoManagerExtension(ExtensionApp):
     max_age = Float(
         2.0,
         config=True,
-        help="Seconds a cluster's monitoring data is reused before the next request reads it again.",
+        help=(
+            "Seconds a cluster's monitoring data is reused before the next request reads it again."
+        ),
     )
     launch_timeout = Float(
         180.0,

@@ -150,7 +150,7 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
 
     A cluster that cannot be read counts as busy: never stop on a guess.
     """
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled; not in the stub
 
     from .monitor import _tasks_or_none, _use_token_auth
 

@@ -79,7 +79,7 @@ def _local_ips() -> set[str]:
         import ray.util
 
         ips.add(str(ray.util.get_node_ip_address()))
-    except Exception:  # noqa: BLE001, S110 - without it, only loopback nodes count as local
+    except Exception:  # noqa: BLE001 - without it, only loopback nodes count as local
         pass
     return ips
 

@@ -1,4 +1,5 @@
-"""HTTP for the EugoHPC Manager: tornado handlers under ``/eugo/`` that only translate to the manager.
+"""HTTP for the EugoHPC Manager: tornado handlers under ``/eugo/`` that only translate to the
+manager.
 
 Bad input -> 400 with ``{"message": ...}``, unknown id -> 404, no authentication -> 403 (every
 verb is ``@tornado.web.authenticated``). The manager owns all state.

@@ -57,7 +57,10 @@ class ClusterStatus(widgets.VBox):
             bundle = info._repr_mimebundle_()
             body, text = bundle["text/html"], bundle["text/plain"]
         except Exception as exc:  # noqa: BLE001 - shown in the widget, the refresh loop goes on
-            text = f"No cluster to show ({exc}). Connect with %eugo connect ADDRESS or run a distributed call."
+            text = (
+                f"No cluster to show ({exc}). "
+                "Connect with %eugo connect ADDRESS or run a distributed call."
+            )
             body = f"<p class='eugo-cluster-status-error'>{html.escape(text)}</p>"
         self._html.value = body
         self.set_trait("text", text)
@@ -93,4 +96,6 @@ class ClusterStatus(widgets.VBox):
         return super()._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return f"ClusterStatus({'refreshing' if self.running else 'stopped'}, {self.refreshes} reads)"
+        return (
+            f"ClusterStatus({'refreshing' if self.running else 'stopped'}, {self.refreshes} reads)"
+        )

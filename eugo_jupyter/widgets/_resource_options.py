@@ -56,16 +56,25 @@ class ResourceOptions(widgets.VBox):
         0.0, help="GPUs one call reserves: a fraction below 1 shares a GPU, or whole GPUs."
     )
     memory = traitlets.Unicode(
-        None, allow_none=True, help='Memory one call reserves: bytes or "4GB", "512MiB"; None for no reservation.'
+        None,
+        allow_none=True,
+        help='Memory one call reserves: bytes or "4GB", "512MiB"; None for no reservation.',
     )
     gpu_memory = traitlets.Unicode(
         None,
         allow_none=True,
-        help='GPU memory one call needs ("6GB"); when set, num_gpus is sized from the cluster\'s GPUs.',
+        help=(
+            'GPU memory one call needs ("6GB"); '
+            "when set, num_gpus is sized from the cluster's GPUs."
+        ),
     )
-    value = traitlets.Dict(read_only=True, help="The options dict: f.options(**w.value), %%distribute --options w.")
+    value = traitlets.Dict(
+        read_only=True, help="The options dict: f.options(**w.value), %%distribute --options w."
+    )
     code = traitlets.Unicode(read_only=True, help="The equivalent call-site code.")
-    warning = traitlets.Unicode("", read_only=True, help="Why the choice cannot run (input or cluster), or ''.")
+    warning = traitlets.Unicode(
+        "", read_only=True, help="Why the choice cannot run (input or cluster), or ''."
+    )
 
     def __init__(
         self,
@@ -75,13 +84,21 @@ class ResourceOptions(widgets.VBox):
         gpu_memory: str | int | None = None,
         **kwargs: Any,
     ) -> None:
-        self._cpu_box = widgets.BoundedFloatText(min=0, max=1e6, step=1, description="CPUs", layout={"width": "180px"})
-        self._gpu_box = widgets.BoundedFloatText(min=0, max=1e4, step=0.25, description="GPUs", layout={"width": "180px"})
+        self._cpu_box = widgets.BoundedFloatText(
+            min=0, max=1e6, step=1, description="CPUs", layout={"width": "180px"}
+        )
+        self._gpu_box = widgets.BoundedFloatText(
+            min=0, max=1e4, step=0.25, description="GPUs", layout={"width": "180px"}
+        )
         self._gpu_buttons = [
-            widgets.Button(description=f"{f:g}", tooltip=f"num_gpus={f:g}", layout={"width": "48px"})
+            widgets.Button(
+                description=f"{f:g}", tooltip=f"num_gpus={f:g}", layout={"width": "48px"}
+            )
             for f in GPU_FRACTIONS
         ]
-        self._memory_box = widgets.Text(placeholder='e.g. 4GB, 512MiB', description="Memory", layout={"width": "240px"})
+        self._memory_box = widgets.Text(
+            placeholder="e.g. 4GB, 512MiB", description="Memory", layout={"width": "240px"}
+        )
         self._gpu_memory_box = widgets.Text(
             placeholder="e.g. 6GB (sizes GPUs)", description="GPU memory", layout={"width": "240px"}
         )
@@ -106,11 +123,13 @@ class ResourceOptions(widgets.VBox):
         self._gpu_memory_box.value = self.gpu_memory or ""
         self._cpu_box.observe(lambda ch: self._from_input("num_cpus", ch["new"]), "value")
         self._gpu_box.observe(lambda ch: self._from_input("num_gpus", ch["new"]), "value")
-        self._memory_box.observe(lambda ch: self._from_input("memory", ch["new"].strip() or None), "value")
+        self._memory_box.observe(
+            lambda ch: self._from_input("memory", ch["new"].strip() or None), "value"
+        )
         self._gpu_memory_box.observe(
             lambda ch: self._from_input("gpu_memory", ch["new"].strip() or None), "value"
         )
-        for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS):
+        for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS, strict=True):
             button.on_click(lambda _b, f=fraction: self._set_gpus(f))
         self._refresh()
 
@@ -181,7 +200,9 @@ class ResourceOptions(widgets.VBox):
     def _show_warning(self, text: str) -> None:
         self.set_trait("warning", text)
         self._warning_view.value = (
-            f"<span class='eugo-warning' style='color:#c62828'>&#9888; {html.escape(text)}</span>" if text else ""
+            f"<span class='eugo-warning' style='color:#c62828'>&#9888; {html.escape(text)}</span>"
+            if text
+            else ""
         )
 
     def check_cluster(self) -> str:

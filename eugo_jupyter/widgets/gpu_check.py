@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 import traitlets
@@ -51,14 +52,25 @@ class GPUCheck(widgets.VBox):
     >>> w                                            # doctest: +SKIP
     """
 
-    num_gpus = traitlets.Float(1.0, help="GPUs each probe requests: a fraction below 1 or a whole number.")
+    num_gpus = traitlets.Float(
+        1.0, help="GPUs each probe requests: a fraction below 1 or a whole number."
+    )
     node = traitlets.Unicode(ALL_GPU_NODES, help="A node id to probe, or 'all GPU nodes'.")
     running = traitlets.Bool(False, help="True while Verify is running.", read_only=True)
-    results: traitlets.List[Any] = traitlets.List(help="One dict per probe (GPUReport.as_dict()), from the last Verify.")
+    results: traitlets.List[Any] = traitlets.List(
+        help="One dict per probe (GPUReport.as_dict()), from the last Verify."
+    )
     error = traitlets.Unicode("", help="The error of the last Verify, if it failed.")
 
-    def __init__(self, num_gpus: float = 1.0, node: str = ALL_GPU_NODES, *,
-                 runner: Runner | None = None, timeout: float = 60.0, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        num_gpus: float = 1.0,
+        node: str = ALL_GPU_NODES,
+        *,
+        runner: Runner | None = None,
+        timeout: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
         self._runner = runner
         self._timeout = timeout
         self._thread: threading.Thread | None = None
@@ -69,7 +81,11 @@ class GPUCheck(widgets.VBox):
         self._status = widgets.HTML()
         self._table = widgets.HTML()
         super().__init__(
-            children=[widgets.HBox([self._gpus, self._nodes, self._button]), self._status, self._table],
+            children=[
+                widgets.HBox([self._gpus, self._nodes, self._button]),
+                self._status,
+                self._table,
+            ],
             **kwargs,
         )
         self.add_class("eugo-gpu-check")
@@ -136,7 +152,9 @@ class GPUCheck(widgets.VBox):
             self._table.value = self._render(self.results)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not as a traceback
             self.error = f"{type(exc).__name__}: {exc}"
-            self._status.value = f"<span style='color:#c62828'><b>Error:</b> {html.escape(self.error)}</span>"
+            self._status.value = (
+                f"<span style='color:#c62828'><b>Error:</b> {html.escape(self.error)}</span>"
+            )
             self._table.value = ""
         finally:
             self._button.description = "Verify"
@@ -147,7 +165,8 @@ class GPUCheck(widgets.VBox):
     def _render(rows: list[dict[str, Any]]) -> str:
         body = "".join(
             "<tr>"
-            f"<td><b style='color:{'#2e7d32' if r['ok'] else '#c62828'}'>{'PASS' if r['ok'] else 'FAIL'}</b></td>"
+            f"<td><b style='color:{'#2e7d32' if r['ok'] else '#c62828'}'>"
+            f"{'PASS' if r['ok'] else 'FAIL'}</b></td>"
             f"<td><code>{html.escape(str(r.get('node_id') or '-')[:8])}</code></td>"
             f"<td>{html.escape(str(r.get('device') or '-'))}</td>"
             f"<td>{_gib(r.get('memory_used'))} / {_gib(r.get('memory_total'))}</td>"
@@ -156,5 +175,6 @@ class GPUCheck(widgets.VBox):
         )
         return (
             "<table class='eugo-gpu-check-rows'><thead><tr><th>result</th><th>node</th>"
-            f"<th>device</th><th>memory used / total</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
+            "<th>device</th><th>memory used / total</th><th>verdict</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>"
         )

@@ -4,7 +4,8 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type { IRunFindings } from './panel/findings';
 
-export type ClusterStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error';
+export type ClusterStatus =
+  'starting' | 'running' | 'stopping' | 'stopped' | 'error';
 export type ClusterKind = 'local' | 'connect' | 'ssh' | 'found' | 'slurm';
 export type Lifetime = 'server' | 'persistent';
 
@@ -66,7 +67,10 @@ export interface ICluster {
   /** When the monitoring fields were last read. */
   updated?: string | null;
   /** Sums over alive nodes (`{}` until the first read). */
-  resources?: { total?: Record<string, number>; available?: Record<string, number> };
+  resources?: {
+    total?: Record<string, number>;
+    available?: Record<string, number>;
+  };
   /** True: the card offers Add node / Remove node. */
   scalable?: boolean;
   /** The SLURM side, for kind "slurm". */
@@ -163,7 +167,10 @@ export interface IConnectRequest {
  * Resolves with the parsed JSON body (undefined for an empty 204 answer); rejects with a
  * ServerConnection.ResponseError whose message is the server's own sentence.
  */
-export async function requestAPI<T>(endPoint = '', init: RequestInit = {}): Promise<T> {
+export async function requestAPI<T>(
+  endPoint = '',
+  init: RequestInit = {}
+): Promise<T> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, 'eugo', endPoint);
   let response: Response;
@@ -195,15 +202,21 @@ export async function requestAPI<T>(endPoint = '', init: RequestInit = {}): Prom
 }
 
 function jsonBody(method: string, body: unknown): RequestInit {
-  return { method, body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } };
+  return {
+    method,
+    body: JSON.stringify(body),
+    headers: { 'Content-Type': 'application/json' }
+  };
 }
 
 const path = (id: string, ...rest: string[]): string =>
   URLExt.join('clusters', encodeURIComponent(id), ...rest);
 
-export const listClusters = (): Promise<ICluster[]> => requestAPI<ICluster[]>('clusters');
+export const listClusters = (): Promise<ICluster[]> =>
+  requestAPI<ICluster[]>('clusters');
 
-export const getCluster = (id: string): Promise<ICluster> => requestAPI<ICluster>(path(id));
+export const getCluster = (id: string): Promise<ICluster> =>
+  requestAPI<ICluster>(path(id));
 
 export const launchCluster = (request: ILaunchRequest): Promise<ICluster> =>
   requestAPI<ICluster>('clusters', jsonBody('POST', request));
@@ -214,20 +227,25 @@ export const connectCluster = (request: IConnectRequest): Promise<ICluster> =>
 export const previewLaunch = (request: ILaunchRequest): Promise<IPlan> =>
   requestAPI<IPlan>('clusters/preview', jsonBody('POST', request));
 
-export const listProfiles = (): Promise<IProfile[]> => requestAPI<IProfile[]>('profiles');
+export const listProfiles = (): Promise<IProfile[]> =>
+  requestAPI<IProfile[]>('profiles');
 
 export const addNode = (id: string): Promise<ICluster> =>
   requestAPI<ICluster>(path(id, 'nodes'), { method: 'POST' });
 
 export const removeNode = (id: string, node: string): Promise<ICluster> =>
-  requestAPI<ICluster>(path(id, 'nodes', encodeURIComponent(node)), { method: 'DELETE' });
+  requestAPI<ICluster>(path(id, 'nodes', encodeURIComponent(node)), {
+    method: 'DELETE'
+  });
 
 export const activateCluster = (id: string): Promise<ICluster> =>
   requestAPI<ICluster>(path(id, 'activate'), { method: 'POST' });
 
 /** `confirm`: the user agreed to stop a cluster the Manager did not start (kind "found"). */
 export const shutdownCluster = (id: string, confirm = false): Promise<void> =>
-  requestAPI<void>(path(id) + (confirm ? '?confirm=true' : ''), { method: 'DELETE' });
+  requestAPI<void>(path(id) + (confirm ? '?confirm=true' : ''), {
+    method: 'DELETE'
+  });
 
 /**
  * The dashboard link as the browser should open it: through the Jupyter server (behind its

@@ -41,7 +41,10 @@ export function connectionCode(cluster: ICluster): string {
 }
 
 /** Show a failed server call in a dialog; the panel itself keeps working. */
-export async function reportError(title: string, error: unknown): Promise<void> {
+export async function reportError(
+  title: string,
+  error: unknown
+): Promise<void> {
   const message = error instanceof Error ? error.message : String(error);
   await showErrorMessage(title, message);
 }
@@ -54,7 +57,12 @@ export interface ICommandContext {
   show: () => void;
 }
 
-export function addCommands({ app, store, notebooks, show }: ICommandContext): void {
+export function addCommands({
+  app,
+  store,
+  notebooks,
+  show
+}: ICommandContext): void {
   const { commands } = app;
   const idOf = (args: any): string => String(args?.id ?? '');
   const cluster = (args: any): ICluster | undefined => store.find(idOf(args));
@@ -64,7 +72,11 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
   };
 
   // Run a server call for one cluster with its buttons disabled, errors in a dialog.
-  const guarded = async <T>(id: string, title: string, call: () => Promise<T>) => {
+  const guarded = async <T>(
+    id: string,
+    title: string,
+    call: () => Promise<T>
+  ) => {
     store.setBusy(id, true);
     try {
       return await call();
@@ -89,7 +101,8 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
 
   commands.addCommand(CommandIDs.launch, {
     label: 'Launch Cluster',
-    caption: 'Start a Ray head and worker nodes on this machine or as SLURM jobs',
+    caption:
+      'Start a Ray head and worker nodes on this machine or as SLURM jobs',
     execute: async args => {
       const request = args as unknown as ILaunchRequest;
       if (!request?.kind) {
@@ -128,7 +141,8 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
   });
 
   commands.addCommand(CommandIDs.shutdown, {
-    label: args => label(args, cluster(args)?.kind === 'connect' ? 'Detach' : 'Shut Down'),
+    label: args =>
+      label(args, cluster(args)?.kind === 'connect' ? 'Detach' : 'Shut Down'),
     isEnabled: args => !!cluster(args) && !store.isBusy(idOf(args)),
     execute: async args => {
       const c = cluster(args);
@@ -152,20 +166,27 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
       if (!result.button.accept) {
         return;
       }
-      await guarded(c.id, `Could not ${verb.toLowerCase()} ${c.name}`, async () => {
-        await shutdownCluster(c.id, c.kind === 'found');
-        store.remove(c.id);
-      });
+      await guarded(
+        c.id,
+        `Could not ${verb.toLowerCase()} ${c.name}`,
+        async () => {
+          await shutdownCluster(c.id, c.kind === 'found');
+          store.remove(c.id);
+        }
+      );
     }
   });
 
   commands.addCommand(CommandIDs.addNode, {
     label: args => label(args, 'Add Node to'),
     caption: 'Submit one more worker job; the node joins when SLURM starts it',
-    isEnabled: args => cluster(args)?.status === 'running' && !store.isBusy(idOf(args)),
+    isEnabled: args =>
+      cluster(args)?.status === 'running' && !store.isBusy(idOf(args)),
     execute: async args => {
       const id = idOf(args);
-      const model = await guarded(id, 'Could not add a node', () => addNode(id));
+      const model = await guarded(id, 'Could not add a node', () =>
+        addNode(id)
+      );
       if (model) {
         store.upsert(model);
       }
@@ -174,12 +195,15 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
 
   commands.addCommand(CommandIDs.removeNode, {
     label: args => `Remove Node ${String(args?.node ?? '')}`,
-    caption: 'Cancel this worker job (scancel); its Ray node leaves the cluster',
+    caption:
+      'Cancel this worker job (scancel); its Ray node leaves the cluster',
     isEnabled: args => !!cluster(args) && !store.isBusy(idOf(args)),
     execute: async args => {
       const id = idOf(args);
       const node = String(args?.node ?? '');
-      const model = await guarded(id, `Could not remove node ${node}`, () => removeNode(id, node));
+      const model = await guarded(id, `Could not remove node ${node}`, () =>
+        removeNode(id, node)
+      );
       if (model) {
         store.upsert(model);
       }
@@ -188,7 +212,8 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
 
   commands.addCommand(CommandIDs.activate, {
     label: args => label(args, 'Make Active'),
-    caption: 'New kernels (and `import eugo_jupyter`) use this cluster without code',
+    caption:
+      'New kernels (and `import eugo_jupyter`) use this cluster without code',
     isEnabled: args => !!cluster(args) && !store.isBusy(idOf(args)),
     execute: async args => {
       const id = idOf(args);
@@ -216,7 +241,10 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
         return;
       }
       const notebook = panel.content;
-      if (notebook.activeCell && notebook.activeCell.model.sharedModel.getSource().trim()) {
+      if (
+        notebook.activeCell &&
+        notebook.activeCell.model.sharedModel.getSource().trim()
+      ) {
         NotebookActions.insertBelow(notebook);
       }
       const cell = notebook.activeCell;

@@ -15,7 +15,8 @@ const PALETTE_CATEGORY = 'EugoHPC';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'eugo_jupyter:manager',
-  description: 'A left sidebar that launches, monitors and shuts down Ray clusters.',
+  description:
+    'A left sidebar that launches, monitors and shuts down Ray clusters.',
   autoStart: true,
   optional: [ILayoutRestorer, ICommandPalette, INotebookTracker],
   activate: (
@@ -37,7 +38,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
       notebooks,
       show: () => app.shell.activateById(sidebar.id)
     });
-    for (const command of [CommandIDs.open, CommandIDs.launch, CommandIDs.connect]) {
+    for (const command of [
+      CommandIDs.open,
+      CommandIDs.launch,
+      CommandIDs.connect
+    ]) {
       palette?.addItem({ command, category: PALETTE_CATEGORY });
     }
     store.changed.connect(() => app.commands.notifyCommandChanged());

@@ -65,7 +65,8 @@ export class ClusterStore {
 
   /** Put a model the server just returned in place, before the next poll. */
   upsert(cluster: ICluster): void {
-    const unmark = (c: ICluster) => (cluster.active ? { ...c, active: false } : c);
+    const unmark = (c: ICluster) =>
+      cluster.active ? { ...c, active: false } : c;
     const index = this._clusters.findIndex(c => c.id === cluster.id);
     const clusters = this._clusters.map(unmark);
     if (index < 0) {
@@ -117,7 +118,9 @@ export class ClusterStore {
       const clusters = await listClusters();
       this._clusters = clusters;
       this._loadError = null;
-      const changing = clusters.some(c => c.status === 'starting' || c.status === 'stopping');
+      const changing = clusters.some(
+        c => c.status === 'starting' || c.status === 'stopping'
+      );
       // Work in motion is worth watching closely; a request no node can run is not.
       const busy = clusters.some(
         c => c.tasks.running > 0 || c.waiting.some(w => !w.infeasible)

@@ -1,4 +1,5 @@
-"""GPU tests: those marked ``gpu`` need a real NVIDIA GPU and are skipped, with the reason, without one.
+"""GPU tests: those marked ``gpu`` need a real NVIDIA GPU and are skipped, with the reason,
+without one.
 
 Run them on a GPU machine with ``scripts/gpu_checks.sh``.
 """
@@ -13,9 +14,15 @@ def _no_gpu_reason() -> str | None:
 
     view = nvml_devices()
     if view["error"]:
-        return f"needs a real NVIDIA GPU; none here ({view['error']}); run scripts/gpu_checks.sh on a GPU machine"
+        return (
+            f"needs a real NVIDIA GPU; none here ({view['error']}); "
+            "run scripts/gpu_checks.sh on a GPU machine"
+        )
     if not view["devices"]:
-        return "needs a real NVIDIA GPU; NVML lists none here; run scripts/gpu_checks.sh on a GPU machine"
+        return (
+            "needs a real NVIDIA GPU; NVML lists none here; "
+            "run scripts/gpu_checks.sh on a GPU machine"
+        )
     return None
 
 

@@ -19,7 +19,8 @@ def test_declared_gpu_never_passes(gpu_cluster: object) -> None:
     report = eugo.check(num_gpus=1)
     assert not report.ok
     assert report.verdict == (
-        f"{SAW_NONE}: Ray assigned GPU 0, yet torch.cuda.is_available() is False and NVML found no driver"
+        f"{SAW_NONE}: Ray assigned GPU 0, yet torch.cuda.is_available() is False "
+        "and NVML found no driver"
     )
     assert report["node_id"] == _worker_id()
     assert report["gpu_ids"] == ["0"] and report["cuda_visible_devices"] == "0"
@@ -37,7 +38,10 @@ def test_fraction_lands_on_the_same_declared_gpu(gpu_cluster: object) -> None:
 def test_more_gpus_than_any_node_is_answered_without_running(gpu_cluster: object) -> None:
     report = eugo.check(num_gpus=2)
     assert not report.ok
-    assert report.verdict == "no node can run this probe: needs 2 GPUs and 1 CPU; the largest node has 1 GPU"
+    assert (
+        report.verdict
+        == "no node can run this probe: needs 2 GPUs and 1 CPU; the largest node has 1 GPU"
+    )
     assert report["fix"] == "ask for at most num_gpus=1, or add a larger GPU node"
     assert report["hostname"] is None  # no probe ran
 
@@ -52,7 +56,9 @@ def test_pinned_to_the_gpu_less_head_it_says_that_node_has_none(gpu_cluster: obj
 
 def test_no_gpu_request_gets_no_gpu(gpu_cluster: object) -> None:
     report = eugo.check(num_gpus=0)
-    assert not report.ok and report.verdict.startswith("no GPU was requested, so Ray gave the task none")
+    assert not report.ok and report.verdict.startswith(
+        "no GPU was requested, so Ray gave the task none"
+    )
 
 
 def test_every_gpu_node_gets_one_probe(gpu_cluster: object) -> None:
@@ -76,16 +82,27 @@ def test_busy_gpu_is_reported_after_the_timeout_not_waited_on_forever(gpu_cluste
     finally:
         ray.kill(holder)
     assert not report.ok
-    assert report.verdict == "the probe did not finish within 3 s: the GPUs exist but are busy, so it was cancelled"
+    assert (
+        report.verdict
+        == "the probe did not finish within 3 s: the GPUs exist but are busy, so it was cancelled"
+    )
 
 
 def test_bad_request_raises_with_the_fix(gpu_cluster: object) -> None:
-    with pytest.raises(OptionsError, match=r"num_gpus=1.5 is not allowed.*num_gpus=1 or num_gpus=2"):
+    with pytest.raises(
+        OptionsError, match=r"num_gpus=1.5 is not allowed.*num_gpus=1 or num_gpus=2"
+    ):
         eugo.check(num_gpus=1.5)
 
 
 def test_gpu_memory_cannot_be_sized_without_nvml_on_the_gpu_node(gpu_cluster: object) -> None:
-    with pytest.raises(OptionsError, match=r"gpu_memory='6GB' cannot be sized: no GPU node reported its GPU memory \(node .{8}: NVML could not start"):
+    with pytest.raises(
+        OptionsError,
+        match=(
+            r"gpu_memory='6GB' cannot be sized: no GPU node reported its GPU memory "
+            r"\(node .{8}: NVML could not start"
+        ),
+    ):
         eugo.gpu.gpu_fraction_for("6GB")
 
     @eugo.hpc.distribute

@@ -1,4 +1,5 @@
-"""eugo.check() on an embedded local Ray without any GPU: the answer comes at once, no probe waits."""
+"""eugo.check() on an embedded local Ray without any GPU: the answer comes at once, no probe
+waits."""
 
 from __future__ import annotations
 
@@ -22,5 +23,7 @@ def test_all_gpu_nodes_with_none_gives_the_one_report_that_says_so(ray_local: ob
 
 
 def test_gpu_memory_needs_a_gpu_node(ray_local: object) -> None:
-    with pytest.raises(OptionsError, match="needs a GPU node, and no node in this cluster has a GPU"):
+    with pytest.raises(
+        OptionsError, match="needs a GPU node, and no node in this cluster has a GPU"
+    ):
         eugo.gpu.gpu_fraction_for("6GB")

@@ -1,4 +1,5 @@
-"""Checks that need a real NVIDIA GPU (run with scripts/gpu_checks.sh); skipped elsewhere with the reason."""
+"""Checks that need a real NVIDIA GPU (run with scripts/gpu_checks.sh); skipped elsewhere with
+the reason."""
 
 from __future__ import annotations
 

@@ -51,10 +51,14 @@ def test_without_torch_the_report_says_what_it_could_not_check() -> None:
         BLOCK_TORCH
         + "import json, eugo_jupyter as eugo\n"
         + "r = eugo.check(local=True)\n"
-        + "print(json.dumps({'verdict': r.verdict, 'torch_error': r['torch_error'], 'cuda': r['cuda']}))"
+        + (
+            "print(json.dumps({'verdict': r.verdict, 'torch_error': r['torch_error'],"
+            " 'cuda': r['cuda']}))"
+        )
     )
     assert facts["verdict"] == (
-        "torch is not installed on this kernel and NVML found no driver, so nothing could look for a GPU"
+        "torch is not installed on this kernel and NVML found no driver, "
+        "so nothing could look for a GPU"
     )
     assert facts["torch_error"].startswith("torch is not installed") and facts["cuda"] is False
 
@@ -63,7 +67,8 @@ def test_importing_the_package_and_gpu_module_loads_no_torch_nvml_or_widgets() -
     loaded = _run(
         "import json, sys, eugo_jupyter as eugo\n"
         "eugo.gpu; eugo.check\n"
-        "print(json.dumps([m for m in ('torch', 'pynvml', 'ipywidgets', 'IPython', 'tornado', 'ray') "
+        "print(json.dumps([m for m in "
+        "('torch', 'pynvml', 'ipywidgets', 'IPython', 'tornado', 'ray') "
         "if m in sys.modules]))"
     )
     assert loaded == []

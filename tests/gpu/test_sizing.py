@@ -37,7 +37,9 @@ def test_tasks_the_scheduler_packs_always_fit_in_memory(total: int, gigabytes: f
 
 
 def test_more_than_any_gpu_has_is_refused() -> None:
-    with pytest.raises(OptionsError, match=r"more than any GPU in this cluster has \(the largest has 140.4 GiB\)"):
+    with pytest.raises(
+        OptionsError, match=r"more than any GPU in this cluster has \(the largest has 140.4 GiB\)"
+    ):
         fraction_for(200 * 10**9, [RECORDED_H200, RECORDED_L4])
 
 
@@ -51,7 +53,13 @@ def test_mixed_cluster_sizes_on_the_smallest_gpu_that_fits_and_warns_about_small
 
 
 def test_explicit_fraction_that_oversubscribes_memory_warns() -> None:
-    with pytest.warns(EugoWarning, match=r"num_gpus=0.25 lets 4 tasks share one GPU, but 4 x 8GB is more than .* \(22.5 GiB\).*Use num_gpus=0.3333"):
+    with pytest.warns(
+        EugoWarning,
+        match=(
+            r"num_gpus=0.25 lets 4 tasks share one GPU, but 4 x 8GB is more than .* "
+            r"\(22.5 GiB\).*Use num_gpus=0.3333"
+        ),
+    ):
         result = resolve_gpu_memory({"num_gpus": 0.25, "gpu_memory": "8GB"}, [RECORDED_L4])
     assert result == {"num_gpus": 0.25}
     assert resolve_gpu_memory({"gpu_memory": "8GB"}, [RECORDED_L4]) == {"num_gpus": 0.3333}

@@ -56,7 +56,10 @@ RECORDED_DECLARED_ONLY = {
     "device_uuid": None,
     "kernel_ok": None,
     "max_memory_allocated": None,
-    "nvml_error": "NVML could not start (NVML Shared Library Not Found); no NVIDIA driver is loaded on this node",
+    "nvml_error": (
+        "NVML could not start (NVML Shared Library Not Found); "
+        "no NVIDIA driver is loaded on this node"
+    ),
     "nvml_driver": None,
     "nvml_devices": [],
     "nvml_device": None,
@@ -83,14 +86,22 @@ CASES = [
     ),
     (
         "pass on a MIG instance",
-        recorded(RECORDED_H200, mig=True, device="NVIDIA H200 MIG 1g.18gb", process_seen=False, seen_by=None),
+        recorded(
+            RECORDED_H200,
+            mig=True,
+            device="NVIDIA H200 MIG 1g.18gb",
+            process_seen=False,
+            seen_by=None,
+        ),
         True,
         "ran on NVIDIA H200 MIG 1g.18gb (GPU 0); a MIG instance has no per-process utilisation in "
         "NVML, so torch's allocation on it is the evidence",
     ),
     (
         "pass, NVML missing on the node",
-        recorded(RECORDED_H200, nvml_error="nvidia-ml-py is not installed (pip install nvidia-ml-py)"),
+        recorded(
+            RECORDED_H200, nvml_error="nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        ),
         True,
         "ran on NVIDIA H200 (GPU 0); NVML could not confirm it (nvidia-ml-py is not installed "
         "(pip install nvidia-ml-py))",
@@ -99,13 +110,17 @@ CASES = [
         "pass, NVML did not list the process",
         recorded(RECORDED_H200, process_seen=False, seen_by=None),
         True,
-        "ran on NVIDIA H200 (GPU 0); NVML did not list its process, so torch's allocation on it is the evidence",
+        "ran on NVIDIA H200 (GPU 0); NVML did not list its process, "
+        "so torch's allocation on it is the evidence",
     ),
     (
         "kernel failed",
-        recorded(RECORDED_H200, kernel_ok=False, kernel_error="RuntimeError: CUDA error: out of memory"),
+        recorded(
+            RECORDED_H200, kernel_ok=False, kernel_error="RuntimeError: CUDA error: out of memory"
+        ),
         False,
-        "torch sees NVIDIA H200 (GPU 0) but a small kernel failed on it: RuntimeError: CUDA error: out of memory",
+        "torch sees NVIDIA H200 (GPU 0) but a small kernel failed on it: "
+        "RuntimeError: CUDA error: out of memory",
     ),
     (
         "declared GPU, nothing behind it",
@@ -116,31 +131,50 @@ CASES = [
     ),
     (
         "CPU-only torch on a GPU node",
-        recorded(RECORDED_DECLARED_ONLY, nvml_error=None, nvml_driver="570.133.20",
-                 nvml_devices=RECORDED_H200["nvml_devices"]),  # fmt: skip
+        recorded(
+            RECORDED_DECLARED_ONLY,
+            nvml_error=None,
+            nvml_driver="570.133.20",
+            nvml_devices=RECORDED_H200["nvml_devices"],
+        ),  # fmt: skip
         False,
-        "NVML sees NVIDIA H200, but torch 2.13.0+cpu is a CPU-only build, so the task cannot use it",
+        "NVML sees NVIDIA H200, but torch 2.13.0+cpu is a CPU-only build, "
+        "so the task cannot use it",
     ),
     (
         "CUDA_VISIBLE_DEVICES emptied",
-        recorded(RECORDED_DECLARED_ONLY, torch_cuda_version="12.8", cuda_visible_devices="",
-                 nvml_error=None, nvml_devices=RECORDED_H200["nvml_devices"]),  # fmt: skip
+        recorded(
+            RECORDED_DECLARED_ONLY,
+            torch_cuda_version="12.8",
+            cuda_visible_devices="",
+            nvml_error=None,
+            nvml_devices=RECORDED_H200["nvml_devices"],
+        ),  # fmt: skip
         False,
         "NVML sees NVIDIA H200, but CUDA_VISIBLE_DEVICES is empty, so the task may use none",
     ),
     (
         "torch missing, NVML sees the GPU",
-        recorded(RECORDED_H200, torch_version=None, torch_error="torch is not installed (torch)", cuda=False,
-                 device=None, kernel_ok=None),  # fmt: skip
+        recorded(
+            RECORDED_H200,
+            torch_version=None,
+            torch_error="torch is not installed (torch)",
+            cuda=False,
+            device=None,
+            kernel_ok=None,
+        ),  # fmt: skip
         False,
         "torch is not installed on the worker; NVML sees NVIDIA H200 (driver 570.133.20), but "
         "nothing ran on it to prove use",
     ),
     (
         "torch missing, no NVML",
-        recorded(RECORDED_DECLARED_ONLY, torch_version=None, torch_error="torch is not installed (torch)"),
+        recorded(
+            RECORDED_DECLARED_ONLY, torch_version=None, torch_error="torch is not installed (torch)"
+        ),
         False,
-        "torch is not installed on the worker and NVML found no driver, so nothing could look for a GPU",
+        "torch is not installed on the worker and NVML found no driver, "
+        "so nothing could look for a GPU",
     ),
     (
         "no GPU requested on a GPU node (Ray empties CUDA_VISIBLE_DEVICES)",
@@ -176,7 +210,10 @@ CASES = [
     ),
     (
         "pinned to a node without a GPU",
-        {"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU", "pinned_node": "a1b2c3d4e5f6"},
+        {
+            "infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU",
+            "pinned_node": "a1b2c3d4e5f6",
+        },
         False,
         "node a1b2c3d4 cannot run this probe (needs 1 GPU and 1 CPU): it has no GPU",
     ),
@@ -196,7 +233,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("label", "facts", "ok", "sentence"), CASES, ids=[c[0] for c in CASES])
-def test_each_verdict_sentence_from_recorded_facts(label: str, facts: dict, ok: bool, sentence: str) -> None:
+def test_each_verdict_sentence_from_recorded_facts(
+    label: str, facts: dict, ok: bool, sentence: str
+) -> None:
     assert decide(facts) == (ok, sentence)
 
 
@@ -208,9 +247,14 @@ def test_every_sentence_is_distinct() -> None:
 def test_report_is_a_mapping_with_the_course_keys_and_a_clear_html_verdict() -> None:
     report = GPUReport(RECORDED_H200, {"num_gpus": 1})
     assert report["cuda"] is True and report["device"] == "NVIDIA H200"
-    assert report.ok and report["ok"] and report.verdict == report["verdict"] == "ran on NVIDIA H200 (GPU 0)"
+    assert (
+        report.ok
+        and report["ok"]
+        and report.verdict == report["verdict"] == "ran on NVIDIA H200 (GPU 0)"
+    )
     for key in ("node_id", "gpu_ids", "cuda_visible_devices", "torch_version", "device_uuid",
-                "nvml_driver", "memory_total", "memory_used", "process_seen", "max_memory_allocated"):  # fmt: skip
+                "nvml_driver", "memory_total", "memory_used", "process_seen",
+                "max_memory_allocated"):  # fmt: skip
         assert key in report
     page = report._repr_html_()
     assert "PASS" in page and "FAIL" not in page and "NVIDIA H200" in page and "140.4 GiB" in page
@@ -222,8 +266,10 @@ def test_report_is_a_mapping_with_the_course_keys_and_a_clear_html_verdict() -> 
 
 def test_failed_report_html_says_fail_and_the_fix() -> None:
     report = GPUReport(
-        {"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU",
-         "fix": "launch or connect a cluster with a GPU node, or drop num_gpus"}  # fmt: skip
+        {
+            "infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU",
+            "fix": "launch or connect a cluster with a GPU node, or drop num_gpus",
+        }  # fmt: skip
     )
     page = report._repr_html_()
     assert "FAIL" in page and "PASS" not in page

@@ -36,9 +36,13 @@ def test_verify_fills_one_failing_row_per_gpu_node(gpu_cluster: object) -> None:
     assert not w._button.disabled and w.error == ""
     assert len(w.results) == 1
     row = w.results[0]
-    assert row["ok"] is False and row["verdict"].startswith("a GPU was requested but the task saw none")
+    assert row["ok"] is False and row["verdict"].startswith(
+        "a GPU was requested but the task saw none"
+    )
     assert "0 of 1 probe(s) passed" in w._status.value
-    assert "FAIL" in w._table.value and "a GPU was requested but the task saw none" in w._table.value
+    assert (
+        "FAIL" in w._table.value and "a GPU was requested but the task saw none" in w._table.value
+    )
 
 
 def test_a_second_click_while_running_starts_nothing(gpu_cluster: object) -> None:

@@ -20,7 +20,10 @@ def test_describe_request_puts_gpus_first() -> None:
 def test_gpu_request_on_a_cluster_without_gpus() -> None:
     nodes = [node(8), node(8)]
     assert infeasible_reason({"GPU": 1}, nodes) == "needs 1 GPU; no node in this cluster has a GPU"
-    assert fix_for({"GPU": 1}, nodes) == "launch or connect a cluster with a GPU node, or drop num_gpus"
+    assert (
+        fix_for({"GPU": 1}, nodes)
+        == "launch or connect a cluster with a GPU node, or drop num_gpus"
+    )
 
 
 def test_too_many_cpus_names_the_largest_node() -> None:

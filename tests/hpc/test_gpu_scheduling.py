@@ -45,7 +45,12 @@ def infer(gate: Any, name: str) -> dict[str, Any]:
     eugo.hpc.get(gate.arrive(name))
     while not eugo.hpc.get(gate.is_open()):
         time.sleep(0.05)
-    return {"name": name, "start": start, "end": time.time(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {
+        "name": name,
+        "start": start,
+        "end": time.time(),
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 @eugo.hpc.distribute
@@ -74,9 +79,12 @@ def test_four_quarter_gpu_tasks_share_one_gpu_while_a_fifth_waits(gpu_cluster: A
 
     # The fifth waits because the GPU is busy, not because it can never run.
     queued = _poll(
-        lambda: [w for w in eugo.hpc.waiting() if w.request.get("GPU") == 0.25], "the fifth in waiting()"
+        lambda: [w for w in eugo.hpc.waiting() if w.request.get("GPU") == 0.25],
+        "the fifth in waiting()",
     )
-    assert not queued[0].infeasible and "busy" in queued[0].reason and "infer" in queued[0].functions
+    assert (
+        not queued[0].infeasible and "busy" in queued[0].reason and "infer" in queued[0].functions
+    )
 
     eugo.hpc.get(gate.release())
     results = eugo.hpc.get(futures, timeout=120)

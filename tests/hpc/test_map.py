@@ -1,4 +1,5 @@
-"""eugo.hpc.map on a real 2-CPU Ray: order, batching, laziness, errors naming the item, shared args."""
+"""eugo.hpc.map on a real 2-CPU Ray: order, batching, laziness, errors naming the item, shared
+args."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,9 @@ def test_waiting_notices_the_gpu_node_leaving(shrinking_cluster: Any) -> None:
     queued = hold_gpu.options(num_gpus=1)(0)
 
     def gpu_waits(infeasible: bool) -> list[Any]:
-        return [w for w in eugo.hpc.waiting() if w.request.get("GPU") and w.infeasible == infeasible]
+        return [
+            w for w in eugo.hpc.waiting() if w.request.get("GPU") and w.infeasible == infeasible
+        ]
 
     deadline = time.monotonic() + 120
     while not gpu_waits(False):

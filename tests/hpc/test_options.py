@@ -36,8 +36,14 @@ def test_option_tables_match_the_installed_ray() -> None:
         ({"memory": "1.5 GiB"}, {"memory": int(1.5 * 2**30)}),
         ({"memory": 1024}, {"memory": 1024}),
         ({"resources": {"TPU": 1}}, {"resources": {"TPU": 1.0}}),
-        ({"max_retries": -1, "retry_exceptions": [ValueError]}, {"max_retries": -1, "retry_exceptions": [ValueError]}),
-        ({"name": "step", "accelerator_type": "A100"}, {"name": "step", "accelerator_type": "A100"}),
+        (
+            {"max_retries": -1, "retry_exceptions": [ValueError]},
+            {"max_retries": -1, "retry_exceptions": [ValueError]},
+        ),
+        (
+            {"name": "step", "accelerator_type": "A100"},
+            {"name": "step", "accelerator_type": "A100"},
+        ),
         ({"runtime_env": {"env_vars": {"A": "1"}}}, {"runtime_env": {"env_vars": {"A": "1"}}}),
         ({"num_returns": 2, "num_gpus": None}, {"num_returns": 2}),
     ],
@@ -99,4 +105,6 @@ def test_request_defaults_to_one_cpu_and_no_gpu_for_tasks() -> None:
 
 
 def test_format_options_is_the_code_a_user_types() -> None:
-    assert format_options({"num_cpus": 4, "num_gpus": 0.25}) == ".options(num_cpus=4, num_gpus=0.25)"
+    assert (
+        format_options({"num_cpus": 4, "num_gpus": 0.25}) == ".options(num_cpus=4, num_gpus=0.25)"
+    )

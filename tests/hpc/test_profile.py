@@ -1,4 +1,5 @@
-"""eugo.hpc.profile on a real 2-CPU Ray: each pitfall's workload raises its finding, clean ones none.
+"""eugo.hpc.profile on a real 2-CPU Ray: each pitfall's workload raises its finding, clean ones
+none.
 
 Workloads use sleeps with wide ratios (a straggler 15x its peers, blocking gets that wait for the
 whole task) so that a busy shared machine does not change the verdicts.
@@ -60,7 +61,9 @@ def test_submitting_first_then_getting_is_not_blocking_too_early() -> None:
     with eugo.hpc.profile() as run:
         eugo.hpc.get([nap(0.2) for _ in range(6)])
         futures = [nap(0.2) for _ in range(6)]
-        one_by_one = [eugo.hpc.get(f) for f in futures]  # one at a time, but nothing submitted after
+        one_by_one = [
+            eugo.hpc.get(f) for f in futures
+        ]  # one at a time, but nothing submitted after
     assert one_by_one == [0.2] * 6
     assert "blocking_too_early" not in kinds_of(run)
 
@@ -198,7 +201,7 @@ def test_failed_tasks_are_counted() -> None:
 
     with eugo.hpc.profile() as run:
         futures = [boom(i) for i in range(3)]
-        with pytest.raises(Exception):
+        with pytest.raises(ValueError):  # Ray re-raises the task's own error type
             eugo.hpc.get(futures)
     (row,) = run.report().functions
     assert row["tasks"] == 3 and row["failed"] == 3

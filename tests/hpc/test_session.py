@@ -31,7 +31,9 @@ print(json.dumps({"address": info.address, "source": info.source, "embedded": in
 
 
 def _probe(env: dict[str, str], runtime: Path) -> dict[str, Any]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
+    }
     clean.update(env, JUPYTER_RUNTIME_DIR=str(runtime))
     done = subprocess.run(
         [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300
@@ -57,7 +59,9 @@ def test_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 def test_records_are_private_and_atomic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
-    path = records.write_record({"id": "c-1", "name": "x", "kind": "local", "address": "a:1", "created": "1"})
+    path = records.write_record(
+        {"id": "c-1", "name": "x", "kind": "local", "address": "a:1", "created": "1"}
+    )
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert [r["id"] for r in records.list_records()] == ["c-1"]
     assert records.read_record("c-1")["version"] == records.RECORD_VERSION  # type: ignore[index]
@@ -90,7 +94,9 @@ def test_embedded_default_and_each_address_source(
 
     # RAY_ADDRESS beats the record; EUGO_CLUSTER_ADDRESS beats RAY_ADDRESS.
     assert _probe({"RAY_ADDRESS": gpu_cluster.address}, tmp_path)["source"] == "RAY_ADDRESS"
-    both = _probe({"EUGO_CLUSTER_ADDRESS": gpu_cluster.address, "RAY_ADDRESS": "127.0.0.1:1"}, tmp_path)
+    both = _probe(
+        {"EUGO_CLUSTER_ADDRESS": gpu_cluster.address, "RAY_ADDRESS": "127.0.0.1:1"}, tmp_path
+    )
     assert both["source"] == "EUGO_CLUSTER_ADDRESS" and both["nodes"] == 2
 
 
@@ -99,7 +105,9 @@ def test_dead_active_cluster_falls_back_with_a_warning(
 ) -> None:
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
     records.set_active({"id": "gone", "name": "gone", "address": "127.0.0.1:1"})
-    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
+    }
     clean["JUPYTER_RUNTIME_DIR"] = str(tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import _thread
-import os
 import threading
 import time
 from pathlib import Path
@@ -45,7 +44,9 @@ def test_the_worker_sees_only_what_the_cell_reads(shell: Any, run: Any) -> None:
     assert ran.result.success, ran.text
     assert "needed" not in shell.user_ns["seen"]  # not read, so not sent
     assert "secret_unused" not in shell.user_ns["seen"]
-    ran = run("%%distribute\nseen = sorted(k for k in globals() if not k.startswith('__')) + [needed]\n")
+    ran = run(
+        "%%distribute\nseen = sorted(k for k in globals() if not k.startswith('__')) + [needed]\n"
+    )
     assert "needed" in shell.user_ns["seen"] and "secret_unused" not in shell.user_ns["seen"]
 
 
@@ -67,7 +68,9 @@ def test_a_function_defined_in_the_cell_comes_back_usable(shell: Any, run: Any) 
     assert shell.user_ns["shift"](1) == 1001  # it sees the notebook's globals, as if defined here
 
 
-def test_prints_appear_while_the_cell_runs(shell: Any, run: Any, tmp_path: Path, capsys: Any) -> None:
+def test_prints_appear_while_the_cell_runs(
+    shell: Any, run: Any, tmp_path: Path, capsys: Any
+) -> None:
     flag = tmp_path / "seen-first"
     shell.user_ns["flag_path"] = str(flag)
     seen = threading.Event()
@@ -134,7 +137,10 @@ def test_unpicklable_variable_is_named_before_submission(shell: Any, run: Any) -
 
 
 def test_function_capturing_an_unpicklable_is_explained(run: Any) -> None:
-    run("import threading\nlatch = threading.Lock()\ndef locked():\n    with latch:\n        return 1\n")
+    run(
+        "import threading\nlatch = threading.Lock()\n"
+        "def locked():\n    with latch:\n        return 1\n"
+    )
     ran = run("%%distribute\nlocked()\n")
     assert "locked" in ran.text and "'latch'" in ran.text
 
@@ -169,14 +175,23 @@ def test_flags_set_the_tasks_resources(run: Any, shell: Any) -> None:
 
 def test_options_from_a_dict_and_from_a_widget(run: Any, shell: Any) -> None:
     run("opts = {'num_cpus': 2}\n")
-    ran = run("%%distribute --options opts\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n")
+    ran = run(
+        "%%distribute --options opts\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+    )
     assert ran.result.success, ran.text
     assert shell.user_ns["res"]["CPU"] == 2
     run("w = eugo.widgets.ResourceOptions(num_cpus=0.5)\n")
-    ran = run("%%distribute --options w\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n")
+    ran = run(
+        "%%distribute --options w\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+    )
     assert ran.result.success, ran.text
     assert shell.user_ns["res"]["CPU"] == 0.5
-    ran = run("%%distribute --options w --num-cpus 1\nimport ray\nres = ray.get_runtime_context().get_assigned_resources()\n")
+    ran = run(
+        "%%distribute --options w --num-cpus 1\n"
+        "import ray\nres = ray.get_runtime_context().get_assigned_resources()\n"
+    )
     assert shell.user_ns["res"]["CPU"] == 1  # a flag wins over the widget
 
 
@@ -216,7 +231,9 @@ def test_infeasible_request_fails_at_once_with_the_diagnosis(run: Any) -> None:
     assert "no node in this cluster has a GPU" in ran.text and "--no-block" in ran.text
 
 
-def test_no_block_returns_a_future_and_binds_names_at_get(shell: Any, run: Any, tmp_path: Path) -> None:
+def test_no_block_returns_a_future_and_binds_names_at_get(
+    shell: Any, run: Any, tmp_path: Path
+) -> None:
     gate = tmp_path / "go"
     shell.user_ns["gate_path"] = str(gate)
     ran = run(

@@ -9,8 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-
-
 REPO_KERNEL = Path(__file__).resolve().parents[2] / "kernel"
 
 
@@ -58,7 +56,9 @@ def test_kernel_runs_distribute_without_loading_anything(ray_local: Any, tmp_pat
     try:
         client.wait_for_ready(timeout=120)
         reply, outputs = _run(
-            client, "%%distribute --num-cpus 1\nsquares = [i * i for i in range(5)]\nprint('from the worker')\nsum(squares)\n"
+            client,
+            "%%distribute --num-cpus 1\nsquares = [i * i for i in range(5)]\n"
+            "print('from the worker')\nsum(squares)\n",
         )
         assert reply["status"] == "ok", outputs
         streams = "".join(o.get("text", "") for o in outputs if o["type"] == "stream")
@@ -72,9 +72,9 @@ def test_kernel_runs_distribute_without_loading_anything(ray_local: Any, tmp_pat
 
         reply, outputs = _run(client, "%%distribute\nfail = 1\n1 / 0\n")
         assert reply["status"] == "error" and reply["ename"] == "ZeroDivisionError"
-        assert any("line 3" in "".join(o.get("traceback", [])) for o in outputs if o["type"] == "error")
+        assert any(
+            "line 3" in "".join(o.get("traceback", [])) for o in outputs if o["type"] == "error"
+        )
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=False)
-
-

@@ -15,7 +15,7 @@ import pytest
 from pandas.testing import assert_frame_equal, assert_series_equal
 from ray import cloudpickle
 
-import eugo_jupyter as eugo  # noqa: F401 - registers the accessors
+import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import PandasFallbackWarning
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -33,17 +33,29 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
     """A head started by hand; returns the `ray start` process (its group) and the GCS address."""
     port = launcher.free_port()
     args = [
-        launcher.ray_executable(), "start", "--head", f"--port={port}", "--num-cpus=1",
-        "--dashboard-host=127.0.0.1", f"--dashboard-port={launcher.free_port()}",
-        f"--ray-client-server-port={launcher.free_port()}", "--disable-usage-stats",
+        launcher.ray_executable(),
+        "start",
+        "--head",
+        f"--port={port}",
+        "--num-cpus=1",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={launcher.free_port()}",
+        f"--ray-client-server-port={launcher.free_port()}",
+        "--disable-usage-stats",
     ]
     if temp_dir:
         args.append(f"--temp-dir={temp_dir}")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     for attempt in (1, 2):  # a loaded machine can time a node's start out: try once more
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         output, _ = proc.communicate(timeout=DEADLINE)
         if proc.returncode == 0:
             break
@@ -71,8 +83,12 @@ def heads() -> Iterator[dict[str, Any]]:
     try:
         started.append(_ray_start_head(temp_dir))
         started.append(_ray_start_head(None))  # /tmp/ray, Ray's default
-        yield {"custom": started[0][1], "default": started[1][1], "temp_dir": temp_dir,
-               "groups": [proc.pid for proc, _ in started]}
+        yield {
+            "custom": started[0][1],
+            "default": started[1][1],
+            "temp_dir": temp_dir,
+            "groups": [proc.pid for proc, _ in started],
+        }
     finally:
         for head in discovery.scan():
             if head.pgid in [proc.pid for proc, _ in started]:
@@ -122,7 +138,9 @@ async def test_delete_without_confirmation_leaves_it_running(
     with pytest.raises(HTTPClientError) as err:
         await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert err.value.code == 409
-    assert "was not started by the EugoHPC Manager" in json.loads(err.value.response.body)["message"]
+    assert (
+        "was not started by the EugoHPC Manager" in json.loads(err.value.response.body)["message"]
+    )
     assert any(h.address == heads["custom"] for h in discovery.scan())
 
 
@@ -144,8 +162,9 @@ async def test_delete_with_confirmation_stops_exactly_that_head(
 ) -> None:
     model = await _found(jp_fetch, heads["custom"])
     assert model is not None
-    response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE",
-                              params={"confirm": "true"})
+    response = await jp_fetch(
+        "eugo", "clusters", model["id"], method="DELETE", params={"confirm": "true"}
+    )
     assert response.code == 204
     assert launcher.group_members(heads["groups"][0]) == []
     assert not any(h.address == heads["custom"] for h in discovery.scan())

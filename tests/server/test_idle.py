@@ -72,7 +72,10 @@ def _driver() -> subprocess.Popen[str]:
     """A kernel-like process, imports done (slow on a busy machine) before the cluster exists."""
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     assert driver.stdout is not None
@@ -182,7 +185,9 @@ def test_without_limits_nothing_counts_down() -> None:
 def test_busy_resets_the_idle_clock_and_the_earlier_limit_counts_down() -> None:
     expiry = Expiry(idle_timeout=60, max_lifetime=100, started=0.0)
     assert expiry.observe(busy=False, now=10) is None
-    assert expiry.to_model(now=10)["stops_in"] == 60 and expiry.to_model(10)["stops_because"] == "idle"
+    assert (
+        expiry.to_model(now=10)["stops_in"] == 60 and expiry.to_model(10)["stops_because"] == "idle"
+    )
     assert expiry.observe(busy=True, now=50) is None
     assert expiry.to_model(now=50)["idle_for"] is None
     assert expiry.to_model(now=50)["stops_because"] == "max_lifetime"

@@ -1,4 +1,5 @@
-"""A launch that cannot start says why, in the cluster's model or as an error, and leaves nothing."""
+"""A launch that cannot start says why, in the cluster's model or as an error, and leaves
+nothing."""
 
 from __future__ import annotations
 

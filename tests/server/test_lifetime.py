@@ -46,7 +46,8 @@ async def test_server_lifetime_cluster_stops_with_the_server(
 
 async def test_a_dead_clusters_record_is_forgotten_on_start(jp_fetch: Any) -> None:
     finished = subprocess.Popen(["true"], start_new_session=True)  # noqa: ASYNC220 - `true` exits at once
-    finished.wait()  # its process group is empty now, like a cluster killed while the server was down
+    # its process group is empty now, like a cluster killed while the server was down
+    finished.wait()
     records.write_record(
         {
             "id": "c-dead0001",

@@ -204,7 +204,11 @@ async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch
         None,
         lambda: subprocess.run(
             [sys.executable, "-c", probe, head_node],
-            env=env, capture_output=True, text=True, timeout=DEADLINE, check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            check=False,
         ),  # fmt: skip
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -229,9 +233,7 @@ async def test_add_and_remove_a_worker_node(jp_fetch: Any, slurm: Slurm) -> None
     assert [j["id"] for j in model["slurm"]["jobs"]] == [j["id"] for j in jobs[:2]]
     assert added not in _squeue(slurm).split()
     assert _ray_processes_of([added]) == []
-    await _poll(
-        jp_fetch, cluster_id, lambda m: len([n for n in m["nodes"] if n["alive"]]) == 2, []
-    )
+    await _poll(jp_fetch, cluster_id, lambda m: len([n for n in m["nodes"] if n["alive"]]) == 2, [])
     code, message = await _error(
         jp_fetch, "eugo", "clusters", cluster_id, "nodes", jobs[0]["id"], method="DELETE"
     )
@@ -270,9 +272,7 @@ async def test_more_cpus_than_a_node_has_is_explained_and_never_spins(
     assert _squeue(slurm) == ""
 
 
-async def test_a_bad_partition_is_refused_with_slurms_message(
-    jp_fetch: Any, slurm: Slurm
-) -> None:
+async def test_a_bad_partition_is_refused_with_slurms_message(jp_fetch: Any, slurm: Slurm) -> None:
     body = {"kind": "slurm", "slurm": {"partition": "nope"}}
     code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     assert code == 400

@@ -170,7 +170,18 @@ class TestBed:
 
     def _make_key(self) -> None:
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "eugo-testbed", "-f", str(self.key)],
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "eugo-testbed",
+                "-f",
+                str(self.key),
+            ],
             check=True,
         )
         (self.dir / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
@@ -184,7 +195,9 @@ class TestBed:
         folder = self.dir / name
         folder.mkdir()
         host_key = folder / "ssh_host_ed25519_key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True
+        )
         keys = "no_keys" if index in self.refuse_key else "authorized_keys"
         config = folder / "sshd_config"
         config.write_text(
@@ -216,8 +229,19 @@ class TestBed:
         script = " && ".join([*mounts, f"exec /usr/sbin/sshd -D -e -f {_quote(str(config))}"])
         with open(folder / "sshd.log", "wb") as log:  # the child keeps its own descriptor
             host.sshd = subprocess.Popen(
-                ["ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private",
-                 "sh", "-c", script],
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    name,
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    script,
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -248,18 +272,28 @@ class TestBed:
     def ssh_options(self) -> list[str]:
         """Options of an ssh client for the bed (its key, no prompts, a per-run known_hosts)."""
         return [
-            "-i", str(self.key),
-            "-o", "BatchMode=yes",
-            "-o", "StrictHostKeyChecking=accept-new",
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-o", "ConnectTimeout=10",
+            "-i",
+            str(self.key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "ConnectTimeout=10",
         ]
 
-    def ssh(self, host: Host, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, host: Host, command: str, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``command`` on ``host`` as root (a test helper; commands here are fixed strings)."""
         return subprocess.run(
             ["ssh", *self.ssh_options(), f"root@{host.address}", command],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def remove(self, host: Host) -> None:

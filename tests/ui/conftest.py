@@ -170,7 +170,9 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"No Chromium at {CHROMIUM}: `apt-get install -y chromium` (or set EUGO_CHROMIUM).")
+        pytest.fail(
+            f"No Chromium at {CHROMIUM}: `apt-get install -y chromium` (or set EUGO_CHROMIUM)."
+        )
     with sync_playwright() as p:
         instance = p.chromium.launch(
             executable_path=CHROMIUM,

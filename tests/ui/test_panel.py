@@ -153,7 +153,9 @@ def switch_theme(page: Any, theme: str) -> None:
     page.locator("#jupyterlab-splash").wait_for(state="detached")  # the theme-change splash
 
 
-def test_launch_monitor_infeasible_banner_and_shutdown(page: Any, lab: Any, artifacts: Path) -> None:
+def test_launch_monitor_infeasible_banner_and_shutdown(
+    page: Any, lab: Any, artifacts: Path
+) -> None:
     panel = open_sidebar(page)
     card = launch_from_form(panel, "ui-test")
 
@@ -199,7 +201,10 @@ def test_launch_monitor_infeasible_banner_and_shutdown(page: Any, lab: Any, arti
     assert "no node" in text.lower(), text
     page.wait_for_function(
         "(sel) => Number(document.querySelector(sel)?.textContent) >= 1",
-        arg=f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-test"] .eugo-Tasks-item[data-state="pending"] dd',
+        arg=(
+            f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-test"] '
+            '.eugo-Tasks-item[data-state="pending"] dd'
+        ),
         timeout=CLUSTER_TIMEOUT_MS,
     )
 

@@ -1,4 +1,5 @@
-"""ClusterStatus: a live summary of a real local Ray that refreshes while shown, stops when closed."""
+"""ClusterStatus: a live summary of a real local Ray that refreshes while shown, stops when
+closed."""
 
 from __future__ import annotations
 

@@ -83,7 +83,9 @@ def test_not_connected_means_no_cluster_warning_and_no_connection() -> None:
         "import ray\n"
         "print(repr(w.warning), ray.is_initialized())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "'' False"
 
 
@@ -95,7 +97,9 @@ def test_widgets_load_lazily_and_workers_import_no_jupyter() -> None:
         "eugo.widgets.ResourceOptions\n"
         "print('ipywidgets' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split() == ["[]", "True"]
 
 

@@ -24,7 +24,8 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import _scheduling, _usage
 from ._base import Analysis, Finding, FunctionStats, finished
@@ -38,7 +39,7 @@ __all__ = ["Analysis", "Finding", "FunctionStats", "analyze", "findings", "funct
 
 def findings(
     model: Mapping[str, Any],
-    gpu_audit: "Sequence[AuditRecord] | None" = None,
+    gpu_audit: Sequence[AuditRecord] | None = None,
     stats: Sequence[FunctionStats] | None = None,
 ) -> list[Finding]:
     """Every pitfall seen in the run, each with the fix."""
@@ -64,9 +65,7 @@ def findings(
     ]
 
 
-def analyze(
-    model: Mapping[str, Any], gpu_audit: "Sequence[AuditRecord] | None" = None
-) -> Analysis:
+def analyze(model: Mapping[str, Any], gpu_audit: Sequence[AuditRecord] | None = None) -> Analysis:
     """``{"summary", "functions", "findings"}`` for a recorded run's model.
 
     >>> model = {"duration": 1.0, "cluster": {"CPU": 2.0}, "tasks": [], "gets": []}

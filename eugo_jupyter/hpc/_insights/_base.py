@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence, TypedDict
-
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from ..._units import format_bytes
 
@@ -44,7 +44,7 @@ class FunctionStats(TypedDict):
     utilisation: float | None
     workers: int
     peak_parallel: int
-    arg_bytes_median: int
+    arg_bytes_median: float
     arg_bytes_max: int
     asks: str
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._feasibility import describe_request
 from ._base import (
@@ -60,7 +61,7 @@ def _tail(tasks: Sequence[Task]) -> tuple[float, int]:
 def function_stats(model: Mapping[str, Any]) -> list[FunctionStats]:
     """Per function: task count, durations, speedup over one-after-another, utilisation, args."""
     cpus = float(model.get("cluster", {}).get("CPU", 0.0)) or 1.0
-    rows = []
+    rows: list[FunctionStats] = []
     for name, tasks in by_function(model["tasks"]).items():
         done = finished(tasks)
         durations = sorted(t["end"] - t["start"] for t in done)
@@ -410,5 +411,3 @@ def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
             )
         )
     return out
-
-

@@ -6,7 +6,8 @@ large arguments and closures, needless or oversized gets, gets inside tasks and 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._static import FIX as GLOBAL_FIX
 from .._static import message as global_message

@@ -21,6 +21,9 @@ __all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec", "default_backends
 def default_backends(slurm_dir: str | None = None) -> dict[str, Backend]:
     """One backend per kind; ``slurm_dir`` is the shared folder SLURM clusters live in."""
     backends: list[Backend] = [
-        LocalBackend(), SlurmBackend(slurm_dir), SshBackend(), ConnectBackend()
+        LocalBackend(),
+        SlurmBackend(slurm_dir),
+        SshBackend(),
+        ConnectBackend(),
     ]
     return {b.kind: b for b in backends}

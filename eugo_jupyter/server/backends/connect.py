@@ -73,9 +73,7 @@ class ConnectBackend(Backend):
         return {"address": address, "dashboard_url": dashboard}
 
     def state(self, record: dict[str, Any]) -> Observed:
-        return Observed(
-            address=record.get("address"), dashboard_url=record.get("dashboard_url")
-        )
+        return Observed(address=record.get("address"), dashboard_url=record.get("dashboard_url"))
 
     def stop(self, record: dict[str, Any]) -> list[str]:
         return []  # not ours: detaching only forgets the record

@@ -6,8 +6,9 @@ a shell string. Each node gets free ports chosen up front, a dashboard bound to 
 authentication on, and the cluster's own ``--temp-dir``, so stopping a cluster means killing
 exactly the process groups it started (never ``ray stop``, which would hit other clusters).
 
->>> nodes = launch(NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)], "/tmp/eugo-c-1")  # doctest: +SKIP
->>> stop(nodes.pgids, nodes.temp_dir)                                                          # doctest: +SKIP
+>>> head, workers = NodeSpec(num_cpus=1), [NodeSpec(num_cpus=1, num_gpus=1)]  # doctest: +SKIP
+>>> nodes = launch(head, workers, "/tmp/eugo-c-1")                          # doctest: +SKIP
+>>> stop(nodes.pgids, nodes.temp_dir)                                       # doctest: +SKIP
 []
 """
 
@@ -23,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from ...exceptions import ClusterError, LaunchError, OptionsError  # noqa: F401  (LaunchError re-exported)
 from .. import requests
@@ -444,11 +446,11 @@ class LocalBackend(Backend):
         }
 
     def state(self, record: dict[str, object]) -> Observed:
-        spec = record.get("spec") or {}
+        spec = cast("dict[str, Any]", record.get("spec") or {})
         observed = Observed(
             address=_str_or_none(record.get("address")),
             dashboard_url=_str_or_none(record.get("dashboard_url")),
-            nodes_expected=1 + len(spec.get("workers", [])),  # type: ignore[union-attr]
+            nodes_expected=1 + len(spec.get("workers", [])),
         )
         if record.get("pgids") and not owned_groups(_pgids(record), _temp_dir(record)):
             observed.ended = (
@@ -474,7 +476,7 @@ class LocalBackend(Backend):
 
 
 def _pgids(record: dict[str, object]) -> list[int]:
-    return [int(p) for p in record.get("pgids", [])]  # type: ignore[union-attr]
+    return [int(p) for p in cast("list[int | str]", record.get("pgids", []))]
 
 
 def _temp_dir(record: dict[str, object]) -> str:

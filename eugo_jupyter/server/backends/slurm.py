@@ -58,6 +58,8 @@ _OWN_OPTIONS = {
     "--time", "--partition", "--account", "--mem", "--gpus-per-node", "--array", "--wrap",
     "--parsable", "--export", "--export-file", "--input", "--kill-on-invalid-dep", "--wait",
 }  # fmt: skip
+
+
 def _extra(value: Any) -> tuple[str, ...]:
     lines = value.splitlines() if isinstance(value, str) else value
     if lines is None:
@@ -138,7 +140,10 @@ class SlurmBackend(Backend):
             partition=word("partition"),
             account=word("account"),
             walltime=requests.text(
-                given.get("walltime", "01:00:00"), "walltime", where, _WALLTIME_RE,
+                given.get("walltime", "01:00:00"),
+                "walltime",
+                where,
+                _WALLTIME_RE,
                 "give it as SLURM does: minutes, HH:MM:SS or D-HH:MM:SS (for example 01:00:00)",
             ),  # fmt: skip
             nodes=requests.count(given.get("nodes", 1), "nodes", where, 1, MAX_NODES),
@@ -271,13 +276,13 @@ class SlurmBackend(Backend):
     # -- state
 
     def state(self, record: dict[str, Any]) -> Observed:
-        slurm = record.get("slurm") or {}
-        jobs = slurm.get("jobs", [])
+        jobs_info = record.get("slurm") or {}
+        jobs = jobs_info.get("jobs", [])
         spec = record.get("spec") or {}
         observed = Observed(
             address=record.get("address"), dashboard_url=record.get("dashboard_url")
         )
-        head_file = Path(slurm.get("dir", "/nonexistent")) / "head"
+        head_file = Path(jobs_info.get("dir", "/nonexistent")) / "head"
         if observed.address is None and head_file.exists():
             address, _, dashboard = head_file.read_text().strip().partition(" ")
             observed.address, observed.dashboard_url = address, dashboard or None
@@ -285,7 +290,7 @@ class SlurmBackend(Backend):
             states = squeue([j["id"] for j in jobs])
         except SlurmError as exc:
             observed.waiting = True
-            observed.detail = {**_public(slurm), "jobs": [], "error": str(exc)}
+            observed.detail = {**_public(jobs_info), "jobs": [], "error": str(exc)}
             return observed
         rows = []
         for job in jobs:
@@ -300,7 +305,7 @@ class SlurmBackend(Backend):
                     )
                 observed.waiting = True
             elif job["role"] == "worker" and state in ENDED:
-                log = self._log(slurm, job)
+                log = self._log(jobs_info, job)
                 reason = _last_line(log) or None
                 observed.blocked = (
                     f"Worker job {job['id']} ended ({state})"
@@ -317,11 +322,11 @@ class SlurmBackend(Backend):
                     "time_left": seen.time_left if seen else None,
                 }
             )
-        observed.detail = {**_public(slurm), "jobs": rows}
+        observed.detail = {**_public(jobs_info), "jobs": rows}
         observed.nodes_expected = sum(r["state"] not in ENDED | {"GONE"} for r in rows)
         head = next((r for r in rows if r["role"] == "head"), None)
         if head is not None and (head["state"] in ENDED or head["state"] == "GONE"):
-            observed.ended = self._ended_sentence(head, slurm)
+            observed.ended = self._ended_sentence(head, jobs_info)
             others = [r["id"] for r in rows if r["state"] not in ENDED | {"GONE"}]
             if others:  # without a head the workers serve nothing
                 with contextlib.suppress(SlurmError):
@@ -400,4 +405,3 @@ def _last_line(path: Path) -> str:
         return ""
     lines = [line for line in lines if line]
     return lines[-1][:300] if lines else ""
-

@@ -129,5 +129,3 @@ def reason_sentence(reason: str, partition: str | None) -> str:
         "BadConstraints": "its constraints cannot be met by any node; check the extra options",
     }
     return f"{known.get(reason, 'pending')} ({reason})"
-
-

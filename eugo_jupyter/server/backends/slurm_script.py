@@ -61,7 +61,6 @@ def walltime_seconds(value: str) -> int:
     return parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
-
 _PICK = (
     "import socket, sys, ray.util\n"
     "ip = ray.util.get_node_ip_address()\n"
@@ -175,5 +174,3 @@ def job_script(spec: SlurmSpec, role: str, python: str, ray: str) -> str:
             body.format(python=python, ray=ray, node_args=node_args),
         ]
     )
-
-

@@ -168,7 +168,7 @@ def ssh_command(spec: SshSpec, host: str, script: str, args: list[str]) -> list[
 def _ip_of(host: str) -> str:
     """The address a host is reached at (Ray needs an address, not a name)."""
     try:
-        return socket.getaddrinfo(host.strip("[]"), None, socket.AF_INET)[0][4][0]
+        return str(socket.getaddrinfo(host.strip("[]"), None, socket.AF_INET)[0][4][0])
     except OSError:
         return host
 
@@ -385,13 +385,19 @@ class SshBackend(Backend):
         fields = SshSpec(
             hosts=checked,
             user=requests.text(
-                given.get("user") or getpass.getuser(), "user", where, _USER_RE,
+                given.get("user") or getpass.getuser(),
+                "user",
+                where,
+                _USER_RE,
                 "give a user name (letters, digits, '_', '.', '-')",
             ),
             key_file=key_file,
             port=requests.count(given.get("port", 22), "port", where, 1, 65535),
             ray_path=requests.text(
-                given.get("ray_path") or "ray", "ray_path", where, _PATH_RE,
+                given.get("ray_path") or "ray",
+                "ray_path",
+                where,
+                _PATH_RE,
                 "give the path of the ray command on the hosts (for example ~/venv/bin/ray)",
             ),
             head_on=str(head_on),
@@ -481,6 +487,7 @@ class SshBackend(Backend):
             results.append(head)
             updates["dashboard_url"] = f"http://{head_ip}:8265"
         address = f"{head_ip}:{port}"
+
         # Hosts in parallel: each is its own machine, and one slow or failing host must not
         # hold the others back.
         def start_worker(pair: tuple[int, str]) -> _HostResult:

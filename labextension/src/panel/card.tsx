@@ -7,7 +7,13 @@ import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
 import { SlurmJobs } from './jobs';
 import { FindingsSection } from './findings';
-import { formatBytes, NodeTable, ResourceBar, usage, WaitingBanner } from './resources';
+import {
+  formatBytes,
+  NodeTable,
+  ResourceBar,
+  usage,
+  WaitingBanner
+} from './resources';
 import { ClusterExtras } from './ssh';
 
 interface ICardProps {
@@ -56,7 +62,14 @@ interface IActionProps {
   disabled?: boolean;
 }
 
-function Action({ commands, command, id, label, className, disabled }: IActionProps) {
+function Action({
+  commands,
+  command,
+  id,
+  label,
+  className,
+  disabled
+}: IActionProps) {
   const enabled = !disabled && commands.isEnabled(command, { id });
   return (
     <button
@@ -71,7 +84,11 @@ function Action({ commands, command, id, label, className, disabled }: IActionPr
   );
 }
 
-export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Element {
+export function ClusterCard({
+  cluster,
+  busy,
+  commands
+}: ICardProps): JSX.Element {
   const cpu = usage(cluster, 'CPU');
   const gpu = usage(cluster, 'GPU');
   const memory = usage(cluster, 'memory');
@@ -93,7 +110,10 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
         <h4 className="eugo-Card-name" title={cluster.name}>
           {cluster.name}
         </h4>
-        <span className={`eugo-Status eugo-mod-${cluster.status}`} aria-label="Status">
+        <span
+          className={`eugo-Status eugo-mod-${cluster.status}`}
+          aria-label="Status"
+        >
           {cluster.status === 'starting' || cluster.status === 'stopping' ? (
             <span className="eugo-Spinner" />
           ) : (
@@ -107,19 +127,27 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           {cluster.kind === 'connect' ? 'connected' : (cluster.kind as string)}
         </span>
         {cluster.active && (
-          <span className="eugo-Tag eugo-mod-active" title="New kernels use this cluster">
+          <span
+            className="eugo-Tag eugo-mod-active"
+            title="New kernels use this cluster"
+          >
             active
           </span>
         )}
         {cluster.lifetime === 'persistent' && (
-          <span className="eugo-Tag" title="Keeps running when the Jupyter server stops">
+          <span
+            className="eugo-Tag"
+            title="Keeps running when the Jupyter server stops"
+          >
             persistent
           </span>
         )}
       </div>
       <div className="eugo-Card-address">
         <span className="eugo-Card-key">Address</span>
-        <code title="Pass to eugo.hpc.init(address=...)">{cluster.address ?? '–'}</code>
+        <code title="Pass to eugo.hpc.init(address=...)">
+          {cluster.address ?? '–'}
+        </code>
       </div>
       {cluster.error && (
         <div
@@ -138,7 +166,12 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
             <ResourceBar label="CPU" used={cpu.used} total={cpu.total} />
             <ResourceBar label="GPU" used={gpu.used} total={gpu.total} />
             {memory.total > 0 && (
-              <ResourceBar label="Mem" used={memory.used} total={memory.total} format={formatBytes} />
+              <ResourceBar
+                label="Mem"
+                used={memory.used}
+                total={memory.total}
+                format={formatBytes}
+              />
             )}
           </div>
           <details className="eugo-Card-nodes" open>
@@ -190,7 +223,11 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           command={CommandIDs.shutdown}
           id={cluster.id}
           label={
-            cluster.kind === 'connect' ? 'Detach' : cluster.status === 'stopped' ? 'Remove' : 'Shut down'
+            cluster.kind === 'connect'
+              ? 'Detach'
+              : cluster.status === 'stopped'
+                ? 'Remove'
+                : 'Shut down'
           }
           className="eugo-mod-danger"
           disabled={busy || cluster.status === 'stopping'}

@@ -9,18 +9,27 @@ import { FormActions, TextField, usePending } from './fields';
 // host:port or ray://host:port; the server checks it properly and answers 400 with a reason.
 const ADDRESS_PATTERN = '(ray://)?[A-Za-z0-9.\\-_\\[\\]:]+:[0-9]{1,5}';
 
-export function ConnectForm({ commands }: { commands: CommandRegistry }): JSX.Element {
+export function ConnectForm({
+  commands
+}: {
+  commands: CommandRegistry;
+}): JSX.Element {
   const [address, setAddress] = React.useState('');
   const [name, setName] = React.useState('');
   const [pending, run] = usePending();
 
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
-    const request: IConnectRequest = { kind: 'connect', address: address.trim() };
+    const request: IConnectRequest = {
+      kind: 'connect',
+      address: address.trim()
+    };
     if (name.trim()) {
       request.name = name.trim();
     }
-    const model = await run(() => commands.execute(CommandIDs.connect, request as any));
+    const model = await run(() =>
+      commands.execute(CommandIDs.connect, request as any)
+    );
     if (model) {
       setAddress('');
       setName('');
@@ -46,7 +55,11 @@ export function ConnectForm({ commands }: { commands: CommandRegistry }): JSX.El
         value={name}
         onChange={setName}
       />
-      <FormActions pending={pending} label="Connect" pendingLabel="Connecting…" />
+      <FormActions
+        pending={pending}
+        label="Connect"
+        pendingLabel="Connecting…"
+      />
     </form>
   );
 }

@@ -49,7 +49,14 @@ interface INumberFieldProps {
   disabled?: boolean;
 }
 
-export function NumberField({ label, value, onChange, min, max, disabled }: INumberFieldProps) {
+export function NumberField({
+  label,
+  value,
+  onChange,
+  min,
+  max,
+  disabled
+}: INumberFieldProps) {
   return (
     <label className="eugo-Field">
       <span>{label}</span>
@@ -76,7 +83,11 @@ interface ILifetimeProps {
   group: string;
 }
 
-export function LifetimeField({ value, onChange, group }: ILifetimeProps): JSX.Element {
+export function LifetimeField({
+  value,
+  onChange,
+  group
+}: ILifetimeProps): JSX.Element {
   const choices: [Lifetime, string][] = [
     ['server', 'Shut the cluster down with it'],
     ['persistent', 'Keep it running (a restarted server finds it)']
@@ -108,11 +119,20 @@ interface IActionsProps {
 }
 
 /** The submit row: optional extra buttons (Preview) before the accept button. */
-export function FormActions({ pending, label, pendingLabel, children }: IActionsProps) {
+export function FormActions({
+  pending,
+  label,
+  pendingLabel,
+  children
+}: IActionsProps) {
   return (
     <div className="eugo-Form-actions">
       {children}
-      <button type="submit" className="jp-Button jp-mod-styled jp-mod-accept" disabled={pending}>
+      <button
+        type="submit"
+        className="jp-Button jp-mod-styled jp-mod-accept"
+        disabled={pending}
+      >
         {pending ? pendingLabel : label}
       </button>
     </div>
@@ -120,7 +140,10 @@ export function FormActions({ pending, label, pendingLabel, children }: IActions
 }
 
 /** Run ``call`` with the form marked pending; returns its result. */
-export function usePending(): [boolean, <T>(call: () => Promise<T>) => Promise<T>] {
+export function usePending(): [
+  boolean,
+  <T>(call: () => Promise<T>) => Promise<T>
+] {
   const [pending, setPending] = React.useState(false);
   const run = async <T,>(call: () => Promise<T>): Promise<T> => {
     setPending(true);

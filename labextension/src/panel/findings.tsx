@@ -21,7 +21,12 @@ export interface IRunFindings {
     utilisation?: number;
     cpus?: number;
   };
-  timeline: { workers?: number; first_start_s?: number; last_end_s?: number; tail_s?: number };
+  timeline: {
+    workers?: number;
+    first_start_s?: number;
+    last_end_s?: number;
+    tail_s?: number;
+  };
   findings: IFinding[];
 }
 
@@ -29,7 +34,9 @@ function seconds(value: number | undefined): string {
   if (value === undefined || !isFinite(value)) {
     return '–';
   }
-  return value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(2)} s`;
+  return value < 1
+    ? `${(value * 1000).toFixed(0)} ms`
+    : `${value.toFixed(2)} s`;
 }
 
 function when(created: number): string {
@@ -42,7 +49,9 @@ function Run({ run }: { run: IRunFindings }): JSX.Element {
   return (
     <li className="eugo-Run" data-created={run.created}>
       <div className="eugo-Run-head">
-        <span className="eugo-Run-functions">{run.functions.join(', ') || 'run'}</span>
+        <span className="eugo-Run-functions">
+          {run.functions.join(', ') || 'run'}
+        </span>
         <time className="eugo-Run-when">{when(run.created)}</time>
       </div>
       <div className="eugo-Run-numbers" aria-label="Run numbers">
@@ -59,12 +68,15 @@ function Run({ run }: { run: IRunFindings }): JSX.Element {
         </span>
       </div>
       {run.findings.length === 0 ? (
-        <p className="eugo-Run-clean">No findings: none of the known pitfalls showed up.</p>
+        <p className="eugo-Run-clean">
+          No findings: none of the known pitfalls showed up.
+        </p>
       ) : (
         <ul className="eugo-Findings-list">
           {run.findings.map((f, index) => (
             <li key={index} className="eugo-Finding" data-kind={f.kind}>
-              <span className="eugo-Tag">{f.kind}</span> <code>{f.function}</code>
+              <span className="eugo-Tag">{f.kind}</span>{' '}
+              <code>{f.function}</code>
               <p className="eugo-Finding-message">{f.message}</p>
               <p className="eugo-Finding-fix">
                 <b>Fix:</b> {f.fix}
@@ -78,7 +90,11 @@ function Run({ run }: { run: IRunFindings }): JSX.Element {
 }
 
 /** The card's findings section; nothing at all until a profiled run has been stored. */
-export function FindingsSection({ runs }: { runs?: IRunFindings[] }): JSX.Element | null {
+export function FindingsSection({
+  runs
+}: {
+  runs?: IRunFindings[];
+}): JSX.Element | null {
   if (!runs || runs.length === 0) {
     return null;
   }
@@ -86,7 +102,8 @@ export function FindingsSection({ runs }: { runs?: IRunFindings[] }): JSX.Elemen
   return (
     <details className="eugo-Card-findings" open>
       <summary>
-        Findings of profiled runs <span className="eugo-Count">{ordered.length}</span>
+        Findings of profiled runs{' '}
+        <span className="eugo-Count">{ordered.length}</span>
       </summary>
       <ol className="eugo-Runs">
         {ordered.map(run => (

@@ -28,7 +28,12 @@ interface IJobsProps {
   commands: CommandRegistry;
 }
 
-function JobRow({ job, cluster, busy, commands }: IJobsProps & { job: ISlurmJob }) {
+function JobRow({
+  job,
+  cluster,
+  busy,
+  commands
+}: IJobsProps & { job: ISlurmJob }) {
   const removable = job.role === 'worker' && cluster.status === 'running';
   return (
     <tr data-job={job.id} data-state={job.state}>
@@ -48,7 +53,10 @@ function JobRow({ job, cluster, busy, commands }: IJobsProps & { job: ISlurmJob 
             disabled={busy}
             title={`Cancel worker job ${job.id}`}
             onClick={() =>
-              void commands.execute(CommandIDs.removeNode, { id: cluster.id, node: job.id })
+              void commands.execute(CommandIDs.removeNode, {
+                id: cluster.id,
+                node: job.id
+              })
             }
           >
             Remove
@@ -59,7 +67,11 @@ function JobRow({ job, cluster, busy, commands }: IJobsProps & { job: ISlurmJob 
   );
 }
 
-export function SlurmJobs({ cluster, busy, commands }: IJobsProps): JSX.Element | null {
+export function SlurmJobs({
+  cluster,
+  busy,
+  commands
+}: IJobsProps): JSX.Element | null {
   const slurm = cluster.slurm;
   if (!slurm) {
     return null;
@@ -69,7 +81,9 @@ export function SlurmJobs({ cluster, busy, commands }: IJobsProps): JSX.Element 
       <summary>
         SLURM jobs <span className="eugo-Count">{slurm.jobs.length}</span>
       </summary>
-      {slurm.error && <div className="eugo-Notice eugo-mod-warn">{slurm.error}</div>}
+      {slurm.error && (
+        <div className="eugo-Notice eugo-mod-warn">{slurm.error}</div>
+      )}
       <table className="eugo-Jobs" aria-label="SLURM jobs">
         <thead>
           <tr>
@@ -83,7 +97,13 @@ export function SlurmJobs({ cluster, busy, commands }: IJobsProps): JSX.Element 
         </thead>
         <tbody>
           {slurm.jobs.map(job => (
-            <JobRow key={job.id} job={job} cluster={cluster} busy={busy} commands={commands} />
+            <JobRow
+              key={job.id}
+              job={job}
+              cluster={cluster}
+              busy={busy}
+              commands={commands}
+            />
           ))}
         </tbody>
       </table>
@@ -92,7 +112,9 @@ export function SlurmJobs({ cluster, busy, commands }: IJobsProps): JSX.Element 
           type="button"
           className="jp-Button jp-mod-styled eugo-Action"
           disabled={busy}
-          onClick={() => void commands.execute(CommandIDs.addNode, { id: cluster.id })}
+          onClick={() =>
+            void commands.execute(CommandIDs.addNode, { id: cluster.id })
+          }
         >
           Add node
         </button>

@@ -5,7 +5,14 @@ import * as React from 'react';
 
 import { ILocalRequest, INodeSpec, Lifetime } from '../api';
 import { CommandIDs } from '../commands';
-import { FormActions, LifetimeField, NAME_PATTERN, NAME_TITLE, TextField, usePending } from './fields';
+import {
+  FormActions,
+  LifetimeField,
+  NAME_PATTERN,
+  NAME_TITLE,
+  TextField,
+  usePending
+} from './fields';
 
 interface INodeRowProps {
   label: string;
@@ -14,7 +21,12 @@ interface INodeRowProps {
   onRemove?: () => void;
 }
 
-function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Element {
+function NodeRow({
+  label,
+  spec,
+  onChange,
+  onRemove
+}: INodeRowProps): JSX.Element {
   const slug = label.toLowerCase().replace(/\s+/g, '-');
   return (
     <div className="eugo-NodeSpec" data-node={slug}>
@@ -28,7 +40,9 @@ function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Elemen
         required
         aria-label={`${label} CPUs`}
         value={Number.isNaN(spec.num_cpus) ? '' : spec.num_cpus}
-        onChange={e => onChange({ ...spec, num_cpus: e.currentTarget.valueAsNumber })}
+        onChange={e =>
+          onChange({ ...spec, num_cpus: e.currentTarget.valueAsNumber })
+        }
       />
       <input
         className="jp-mod-styled eugo-Input eugo-mod-number"
@@ -39,7 +53,9 @@ function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Elemen
         required
         aria-label={`${label} GPUs`}
         value={Number.isNaN(spec.num_gpus) ? '' : spec.num_gpus}
-        onChange={e => onChange({ ...spec, num_gpus: e.currentTarget.valueAsNumber })}
+        onChange={e =>
+          onChange({ ...spec, num_gpus: e.currentTarget.valueAsNumber })
+        }
       />
       {onRemove ? (
         <button
@@ -58,16 +74,29 @@ function NodeRow({ label, spec, onChange, onRemove }: INodeRowProps): JSX.Elemen
   );
 }
 
-export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Element {
+export function LaunchForm({
+  commands
+}: {
+  commands: CommandRegistry;
+}): JSX.Element {
   const [name, setName] = React.useState('dev');
-  const [head, setHead] = React.useState<INodeSpec>({ num_cpus: 2, num_gpus: 0 });
+  const [head, setHead] = React.useState<INodeSpec>({
+    num_cpus: 2,
+    num_gpus: 0
+  });
   const [workers, setWorkers] = React.useState<INodeSpec[]>([]);
   const [lifetime, setLifetime] = React.useState<Lifetime>('server');
   const [pending, run] = usePending();
 
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
-    const request: ILocalRequest = { kind: 'local', name: name.trim(), head, workers, lifetime };
+    const request: ILocalRequest = {
+      kind: 'local',
+      name: name.trim(),
+      head,
+      workers,
+      lifetime
+    };
     await run(() => commands.execute(CommandIDs.launch, request as any));
   };
 
@@ -109,7 +138,11 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
         <addIcon.react tag="span" className="eugo-LinkButton-icon" />
         Add worker node
       </button>
-      <LifetimeField value={lifetime} onChange={setLifetime} group="eugo-lifetime" />
+      <LifetimeField
+        value={lifetime}
+        onChange={setLifetime}
+        group="eugo-lifetime"
+      />
       <FormActions pending={pending} label="Launch" pendingLabel="Launching…" />
     </form>
   );

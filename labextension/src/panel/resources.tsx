@@ -4,11 +4,17 @@ import * as React from 'react';
 import { ICluster, INode, IWaiting } from '../api';
 
 /** Used and total of one resource: the server's sums, else added up over the alive nodes. */
-export function usage(cluster: ICluster, key: string): { used: number; total: number } {
+export function usage(
+  cluster: ICluster,
+  key: string
+): { used: number; total: number } {
   const sums = cluster.resources;
   if (sums?.total && key in sums.total) {
     const total = sums.total[key];
-    return { used: Math.max(0, total - (sums.available?.[key] ?? total)), total };
+    return {
+      used: Math.max(0, total - (sums.available?.[key] ?? total)),
+      total
+    };
   }
   let used = 0;
   let total = 0;
@@ -25,7 +31,9 @@ export function usage(cluster: ICluster, key: string): { used: number; total: nu
 
 /** 0.5 -> "0.5", 2 -> "2", 0.3333 -> "0.33". */
 export function formatAmount(value: number): string {
-  return Number.isInteger(value) ? String(value) : String(Math.round(value * 100) / 100);
+  return Number.isInteger(value)
+    ? String(value)
+    : String(Math.round(value * 100) / 100);
 }
 
 export function formatBytes(bytes: number): string {
@@ -53,7 +61,9 @@ export function describeRequest(request: Record<string, number>): string {
     .filter(([key]) => !key.startsWith('node:') && key !== 'bundle')
     .map(([key, value]) => {
       const name = RESOURCE_NAMES[key] ?? key;
-      return name === 'memory' ? `${formatBytes(value)} memory` : `${formatAmount(value)} ${name}`;
+      return name === 'memory'
+        ? `${formatBytes(value)} memory`
+        : `${formatAmount(value)} ${name}`;
     });
   return parts.length ? parts.join(', ') : 'no resources';
 }
@@ -65,9 +75,15 @@ interface IBarProps {
   format?: (value: number) => string;
 }
 
-export function ResourceBar({ label, used, total, format = formatAmount }: IBarProps): JSX.Element {
+export function ResourceBar({
+  label,
+  used,
+  total,
+  format = formatAmount
+}: IBarProps): JSX.Element {
   const fraction = total > 0 ? Math.min(1, used / total) : 0;
-  const level = fraction >= 0.9 ? 'eugo-mod-full' : fraction >= 0.6 ? 'eugo-mod-busy' : '';
+  const level =
+    fraction >= 0.9 ? 'eugo-mod-full' : fraction >= 0.6 ? 'eugo-mod-busy' : '';
   return (
     <div className="eugo-Bar" data-resource={label}>
       <span className="eugo-Bar-label">{label}</span>
@@ -79,7 +95,10 @@ export function ResourceBar({ label, used, total, format = formatAmount }: IBarP
         aria-valuemax={total}
         aria-valuenow={used}
       >
-        <div className="eugo-Bar-fill" style={{ width: `${fraction * 100}%` }} />
+        <div
+          className="eugo-Bar-fill"
+          style={{ width: `${fraction * 100}%` }}
+        />
       </div>
       <span className="eugo-Bar-value">
         {total > 0 ? `${format(used)} / ${format(total)}` : 'none'}
@@ -107,8 +126,13 @@ function gpuTitle(node: INode): string | undefined {
       if (typeof g.utilization === 'number') {
         parts.push(`${g.utilization}% busy`);
       }
-      if (typeof g.memory_used === 'number' && typeof g.memory_total === 'number') {
-        parts.push(`${formatBytes(g.memory_used)} / ${formatBytes(g.memory_total)}`);
+      if (
+        typeof g.memory_used === 'number' &&
+        typeof g.memory_total === 'number'
+      ) {
+        parts.push(
+          `${formatBytes(g.memory_used)} / ${formatBytes(g.memory_total)}`
+        );
       }
       return parts.join(', ');
     })
@@ -145,7 +169,9 @@ export function NodeTable({ nodes }: { nodes: readonly INode[] }): JSX.Element {
               />
               <code>{node.node_id.slice(0, 6)}</code>
               {node.is_head && <span className="eugo-Tag">head</span>}
-              {!node.alive && <span className="eugo-Tag eugo-mod-error">dead</span>}
+              {!node.alive && (
+                <span className="eugo-Tag eugo-mod-error">dead</span>
+              )}
             </td>
             <td>{cell(node, 'CPU')}</td>
             <td title={gpuTitle(node)}>
@@ -165,7 +191,11 @@ export function NodeTable({ nodes }: { nodes: readonly INode[] }): JSX.Element {
 }
 
 /** Stands out when a request can never run; quieter for requests queued behind busy nodes. */
-export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JSX.Element | null {
+export function WaitingBanner({
+  waiting
+}: {
+  waiting: readonly IWaiting[];
+}): JSX.Element | null {
   const infeasible = waiting.filter(w => w.infeasible);
   const queued = waiting.filter(w => !w.infeasible);
   if (!waiting.length) {
@@ -188,7 +218,9 @@ export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JS
     <>
       {infeasible.length > 0 && (
         <div className="eugo-Banner eugo-mod-infeasible" role="alert">
-          <strong className="eugo-Banner-title">Waiting on resources no node has</strong>
+          <strong className="eugo-Banner-title">
+            Waiting on resources no node has
+          </strong>
           {list(infeasible)}
         </div>
       )}

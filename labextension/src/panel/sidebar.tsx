@@ -56,7 +56,13 @@ interface IBodyProps {
 type Where = 'local' | 'slurm';
 
 /** Launch on this machine or as SLURM jobs: one section, the form of the chosen kind. */
-function LaunchSection({ commands, open }: { commands: CommandRegistry; open: boolean }) {
+function LaunchSection({
+  commands,
+  open
+}: {
+  commands: CommandRegistry;
+  open: boolean;
+}) {
   const [where, setWhere] = React.useState<Where>('local');
   const [profiles, setProfiles] = React.useState<IProfile[]>([]);
   React.useEffect(() => {
@@ -70,9 +76,16 @@ function LaunchSection({ commands, open }: { commands: CommandRegistry; open: bo
   return (
     <details className="eugo-Section" open={open}>
       <summary className="eugo-Section-title">Launch a cluster</summary>
-      <div className="eugo-KindSwitch" role="radiogroup" aria-label="Where to launch">
+      <div
+        className="eugo-KindSwitch"
+        role="radiogroup"
+        aria-label="Where to launch"
+      >
         {kinds.map(([kind, label]) => (
-          <label key={kind} className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}>
+          <label
+            key={kind}
+            className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}
+          >
             <input
               type="radio"
               name="eugo-launch-kind"
@@ -127,7 +140,8 @@ function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
         )}
         {!store.loading && clusters.length === 0 && (
           <p className="eugo-Empty">
-            No cluster yet. Launch one above, or notebooks use an embedded local Ray.
+            No cluster yet. Launch one above, or notebooks use an embedded local
+            Ray.
           </p>
         )}
         {clusters.map(cluster => (

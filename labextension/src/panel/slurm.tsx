@@ -3,7 +3,14 @@
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
-import { IPlan, IProfile, ISlurmRequest, ISlurmSpec, Lifetime, previewLaunch } from '../api';
+import {
+  IPlan,
+  IProfile,
+  ISlurmRequest,
+  ISlurmSpec,
+  Lifetime,
+  previewLaunch
+} from '../api';
 import { CommandIDs, reportError } from '../commands';
 import {
   FormActions,
@@ -27,7 +34,12 @@ const DEFAULTS: ISlurmSpec = {
 };
 
 /** The body sent to the server: empty optional fields are left out. */
-function requestOf(name: string, lifetime: Lifetime, spec: ISlurmSpec, profile: string) {
+function requestOf(
+  name: string,
+  lifetime: Lifetime,
+  spec: ISlurmSpec,
+  profile: string
+) {
   const slurm: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(spec)) {
     if (value !== '' && value !== undefined) {
@@ -51,9 +63,14 @@ function PlanView({ plan }: { plan: IPlan }): JSX.Element {
     <div className="eugo-Plan" aria-label="Preview">
       <p className="eugo-Plan-summary">{plan.summary}</p>
       {plan.scripts.map(script => (
-        <details key={script.name} className="eugo-Plan-script" open={script.name === 'head'}>
+        <details
+          key={script.name}
+          className="eugo-Plan-script"
+          open={script.name === 'head'}
+        >
           <summary>
-            {script.name} job script{script.count > 1 ? ` (×${script.count})` : ''}
+            {script.name} job script
+            {script.count > 1 ? ` (×${script.count})` : ''}
           </summary>
           <pre className="eugo-Plan-text" data-script={script.name}>
             {script.text}
@@ -69,7 +86,10 @@ interface ISlurmFormProps {
   profiles: readonly IProfile[];
 }
 
-export function SlurmForm({ commands, profiles }: ISlurmFormProps): JSX.Element {
+export function SlurmForm({
+  commands,
+  profiles
+}: ISlurmFormProps): JSX.Element {
   const [name, setName] = React.useState('hpc');
   const [spec, setSpec] = React.useState<ISlurmSpec>(DEFAULTS);
   const [lifetime, setLifetime] = React.useState<Lifetime>('server');
@@ -102,13 +122,20 @@ export function SlurmForm({ commands, profiles }: ISlurmFormProps): JSX.Element 
   };
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
-    const model = await run(() => commands.execute(CommandIDs.launch, request() as any));
+    const model = await run(() =>
+      commands.execute(CommandIDs.launch, request() as any)
+    );
     if (model) {
       setPlan(null);
     }
   };
 
-  const text = (label: string, key: keyof ISlurmSpec, placeholder: string, title?: string) => (
+  const text = (
+    label: string,
+    key: keyof ISlurmSpec,
+    placeholder: string,
+    title?: string
+  ) => (
     <TextField
       label={label}
       ariaLabel={label}
@@ -119,7 +146,12 @@ export function SlurmForm({ commands, profiles }: ISlurmFormProps): JSX.Element 
       onChange={set(key)}
     />
   );
-  const count = (label: string, key: keyof ISlurmSpec, min: number, max: number) => (
+  const count = (
+    label: string,
+    key: keyof ISlurmSpec,
+    min: number,
+    max: number
+  ) => (
     <NumberField
       label={label}
       min={min}
@@ -161,10 +193,15 @@ export function SlurmForm({ commands, profiles }: ISlurmFormProps): JSX.Element 
       />
       {text('Partition', 'partition', 'default')}
       {text('Account', 'account', 'optional')}
-      {text('Wall time', 'walltime', '01:00:00', 'HH:MM:SS, D-HH:MM:SS or minutes')}
+      {text(
+        'Wall time',
+        'walltime',
+        '01:00:00',
+        'HH:MM:SS, D-HH:MM:SS or minutes'
+      )}
       <p className="eugo-Hint">
-        The Ray head runs in a SLURM job of its own, one of the nodes below (not on this login
-        node); each further node is a worker job.
+        The Ray head runs in a SLURM job of its own, one of the nodes below (not
+        on this login node); each further node is a worker job.
       </p>
       {count('Nodes', 'nodes', 1, 256)}
       {count('CPUs per node', 'cpus_per_node', 1, 4096)}
@@ -182,7 +219,11 @@ export function SlurmForm({ commands, profiles }: ISlurmFormProps): JSX.Element 
           onChange={e => set('extra')(e.currentTarget.value)}
         />
       </label>
-      <LifetimeField value={lifetime} onChange={setLifetime} group="eugo-slurm-lifetime" />
+      <LifetimeField
+        value={lifetime}
+        onChange={setLifetime}
+        group="eugo-slurm-lifetime"
+      />
       <FormActions pending={pending} label="Launch" pendingLabel="Working…">
         <button
           type="button"

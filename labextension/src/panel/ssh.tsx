@@ -66,9 +66,16 @@ export function ClusterExtras({
       {hosts.length > 0 && (
         <ul className="eugo-SshHosts" aria-label="SSH hosts">
           {hosts.map(h => (
-            <li key={h.host} data-host={h.host} className={`eugo-mod-${h.status}`}>
-              <code>{h.host}</code> {h.status === 'joined' ? 'joined' : 'did not join'}
-              {h.reason && <div className="eugo-Notice eugo-mod-warn">{h.reason}</div>}
+            <li
+              key={h.host}
+              data-host={h.host}
+              className={`eugo-mod-${h.status}`}
+            >
+              <code>{h.host}</code>{' '}
+              {h.status === 'joined' ? 'joined' : 'did not join'}
+              {h.reason && (
+                <div className="eugo-Notice eugo-mod-warn">{h.reason}</div>
+              )}
             </li>
           ))}
         </ul>
@@ -76,14 +83,25 @@ export function ClusterExtras({
       {expiry && expiry.stops_in !== null && (
         <div className="eugo-Expiry" role="timer">
           Stops in {minutes(expiry.stops_in)} (
-          {expiry.stops_because === 'idle' ? 'idle timeout' : 'maximum lifetime'})
+          {expiry.stops_because === 'idle'
+            ? 'idle timeout'
+            : 'maximum lifetime'}
+          )
         </div>
       )}
-      {expiry?.reason && <div className="eugo-Notice eugo-mod-warn">{expiry.reason}</div>}
+      {expiry?.reason && (
+        <div className="eugo-Notice eugo-mod-warn">{expiry.reason}</div>
+      )}
       {extras.found && (
         <div className="eugo-Found">
-          <span>Started outside the Manager (temp folder {extras.found.temp_dir}).</span>
-          <button type="button" className="jp-Button jp-mod-styled" onClick={connect}>
+          <span>
+            Started outside the Manager (temp folder {extras.found.temp_dir}).
+          </span>
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled"
+            onClick={connect}
+          >
             Connect
           </button>
         </div>
@@ -98,7 +116,11 @@ export function ClusterExtras({
 }
 
 /** The "Launch on SSH hosts" form: hosts, user, key, port, where ray lives, the head's place. */
-export function SshLaunchForm({ commands }: { commands: CommandRegistry }): JSX.Element {
+export function SshLaunchForm({
+  commands
+}: {
+  commands: CommandRegistry;
+}): JSX.Element {
   const [hosts, setHosts] = React.useState('');
   const [user, setUser] = React.useState('');
   const [keyFile, setKeyFile] = React.useState('');
@@ -143,7 +165,12 @@ export function SshLaunchForm({ commands }: { commands: CommandRegistry }): JSX.
     }
   };
 
-  const text = (label: string, value: string, set: (v: string) => void, hint: string) => (
+  const text = (
+    label: string,
+    value: string,
+    set: (v: string) => void,
+    hint: string
+  ) => (
     <label className="eugo-Field">
       <span>{label}</span>
       <input
@@ -156,7 +183,12 @@ export function SshLaunchForm({ commands }: { commands: CommandRegistry }): JSX.
       />
     </label>
   );
-  const number = (label: string, value: number, set: (v: number) => void, max: number) => (
+  const number = (
+    label: string,
+    value: number,
+    set: (v: number) => void,
+    max: number
+  ) => (
     <label className="eugo-Field">
       <span>{label}</span>
       <input
@@ -217,7 +249,11 @@ export function SshLaunchForm({ commands }: { commands: CommandRegistry }): JSX.
         </div>
       )}
       <div className="eugo-Form-actions">
-        <button type="submit" className="jp-Button jp-mod-styled jp-mod-accept" disabled={pending}>
+        <button
+          type="submit"
+          className="jp-Button jp-mod-styled jp-mod-accept"
+          disabled={pending}
+        >
           {pending ? 'Launching…' : 'Launch on SSH hosts'}
         </button>
       </div>
