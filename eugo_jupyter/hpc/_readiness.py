@@ -226,8 +226,11 @@ class _Readiness:
             return self._blocked()
         sampled = _pick(self.items, self.sample)
         arg_bytes = statistics.median(len(cloudpickle.dumps(i)) for i in sampled)
-        # in a batch, what items share (one big object referenced by all) is pickled once
-        shipped = len(cloudpickle.dumps(sampled)) / len(sampled)
+        # in a batch, what items share (one big object referenced by all) is pickled once:
+        # a batch of k items ships about shared + k x shipped bytes
+        one, whole = len(cloudpickle.dumps(sampled[:1])), len(cloudpickle.dumps(sampled))
+        shipped = (whole - one) / (len(sampled) - 1) if len(sampled) > 1 else float(one)
+        shared_bytes = max(0.0, one - shipped)
         result_bytes = statistics.median(found["result_bytes"])
         overhead, start = self.overhead()
         memory, node_slots = self.memory_of_nodes()
@@ -250,6 +253,7 @@ class _Readiness:
             peak_item_bytes=float(found["peak"]),
             start_s=start,
             shipped_bytes=shipped,
+            batch_shared_bytes=shared_bytes,
         )
         prediction = predict(m)
         self.gpu_check(found["audit"])

@@ -15,7 +15,8 @@ collection loop, Ray's dispatch), not just a bare task:
 - ``overhead_s``: each further batch, from a ``map`` of no-op items one per batch (the notebook
   submits and collects batches one after another, so this cost is serial there);
 - ``per_byte_s``: each byte a batch ships, from a ``map`` of no-op calls on the sampled items
-  themselves, one per batch, against the same ``map`` of tiny items;
+  themselves, one per batch, against the same ``map`` of tiny items. A batch's bytes are what
+  pickling its items together gives: what the items share is shipped once per batch;
 - at most ``IN_FLIGHT_PER_SLOT`` batches per slot are in flight, and each batch occupies one slot
   for ``items x per-item time``.
 """
@@ -63,9 +64,10 @@ class Measurements:
     peak_item_bytes: float = 0.0  # extra memory one item needed while it ran (tracemalloc)
     # a whole map of one no-op item (setup + one round trip); 0: unknown, latency + overhead
     start_s: float = 0.0
-    # bytes one item adds to a batch's arguments (objects shared by items are pickled once per
-    # batch, so this can be less than arg_bytes); None: arg_bytes
+    # bytes one more item adds to a batch's arguments; None: arg_bytes. Objects the items share
+    # (one big array they all reference) are pickled once per batch: batch_shared_bytes
     shipped_bytes: float | None = None
+    batch_shared_bytes: float = 0.0  # bytes every batch ships once, whatever its size
 
 
 @dataclass
@@ -151,7 +153,7 @@ def predict(m: Measurements) -> Prediction:
     per_item = sum(m.per_item_s) / len(m.per_item_s) if m.per_item_s else 0.0
     batches = plan_batches(m.items, per_item, m.slots, m.batch_size)
     shipped = m.arg_bytes if m.shipped_bytes is None else m.shipped_bytes
-    per_batch_bytes = [b * (shipped + m.result_bytes) for b in batches]
+    per_batch_bytes = [m.batch_shared_bytes + b * (shipped + m.result_bytes) for b in batches]
     serial = m.items * per_item
     slots = max(1, m.slots)
     start = m.start_s or (m.latency_s + m.overhead_s)

@@ -191,7 +191,20 @@ def test_bytes_shipped_are_counted_per_batch_as_map_ships_them() -> None:
     p = predict(heavy)
     assert p.transfer_s == pytest.approx(6 * 1e6 * 1e-9)
     assert p.parallel_s == pytest.approx(0.01 + 5 * 0.001 + 6 * 1e-3)
-    # items sharing one big object ship it once per batch: shipped_bytes says so
-    shared = measured(6, 0.0, 6, start_s=0.01, arg_bytes=1e6, per_byte_s=1e-9,
-                      shipped_bytes=1e6 / 6)  # fmt: skip
-    assert predict(shared).transfer_s == pytest.approx(1e6 * 1e-9)
+    # items sharing one big object ship it once per batch, whatever the batch's size
+    shared = dict(start_s=0.01, arg_bytes=1e6, per_byte_s=1e-9, shipped_bytes=10.0,
+                  batch_shared_bytes=1e6)  # fmt: skip
+    assert predict(measured(6, 0.0, 6, **shared)).transfer_s == pytest.approx(
+        (1e6 + 60) * 1e-9
+    )
+    assert predict(measured(6, 0.0, 1, **shared)).transfer_s == pytest.approx(
+        6 * (1e6 + 10) * 1e-9
+    )
+
+
+def test_items_sharing_one_object_are_measured_as_map_ships_them(cluster: Any) -> None:
+    blob = bytes(1 << 20)
+    report = eugo.hpc.readiness(size_of, [blob] * 12)  # twelve references to one blob
+    m = report.measurements
+    assert m.arg_bytes > 1 << 20  # one item alone carries the blob
+    assert m.batch_shared_bytes > 1 << 20 and m.shipped_bytes < 100  # a batch carries it once
