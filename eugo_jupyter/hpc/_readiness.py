@@ -28,6 +28,10 @@ OVERHEAD_BATCHES = 24
 REPEATS = 3
 #: Sampled items shipped (one per batch) to measure the cost per byte (only when items are large).
 BYTES_PROBE_ITEMS = 6
+#: Sampled items are called again until each slot has spent this long (at most SUSTAIN_CALLS
+#: calls): about a batch's worth of work, so the per-item time holds over a batch.
+SUSTAIN_S = 0.2
+SUSTAIN_CALLS = 100_000
 #: Items under this serialized size make the cost per byte irrelevant: it is not measured.
 BYTES_WORTH_MEASURING = 64 << 10
 
@@ -56,6 +60,16 @@ def _sample(
             sizes.append(len(cloudpickle.dumps(value)))
         except Exception:  # noqa: BLE001 - a result that cannot travel would fail map too
             sizes.append(len(pickle.dumps(repr(value))))
+    # Short items: go on calling them until a batch's worth of time has passed, so that the
+    # pauses a busy machine inflicts now and then (too rare to hit 8 short calls) weigh in the
+    # mean as much as they will over map's batches.
+    calls, spent = len(times), sum(times)
+    while spent < SUSTAIN_S and calls < SUSTAIN_CALLS:
+        clock = time.perf_counter()
+        for item in items:
+            fn(item, **shared)
+        spent += time.perf_counter() - clock
+        calls += len(items)
     # memory in a second pass, so tracemalloc's slowdown stays out of the timings
     tracemalloc.start()
     try:
@@ -71,6 +85,8 @@ def _sample(
         audit = gpu_audit._measure(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times), None)
     return {
         "times": times,
+        "calls": calls,
+        "spent": spent,
         "result_bytes": sizes,
         "peak": peak,
         "node": ray.get_runtime_context().get_node_id(),
@@ -153,6 +169,8 @@ class _Readiness:
         first = found[0]
         for other in found[1:]:
             first["times"] += other["times"]
+            first["calls"] += other["calls"]
+            first["spent"] += other["spent"]
             first["result_bytes"] += other["result_bytes"]
             first["peak"] = max(first["peak"], other["peak"])
         return first
@@ -251,6 +269,7 @@ class _Readiness:
             items=len(self.items),
             sampled=len(found["times"]),
             per_item_s=found["times"],
+            sustained_per_item_s=found["spent"] / found["calls"],
             arg_bytes=float(arg_bytes),
             result_bytes=float(result_bytes),
             overhead_s=overhead,

@@ -68,6 +68,9 @@ class Measurements:
     # (one big array they all reference) are pickled once per batch: batch_shared_bytes
     shipped_bytes: float | None = None
     batch_shared_bytes: float = 0.0  # bytes every batch ships once, whatever its size
+    # mean per-item time over a batch's worth of calls on every slot at once; None: the mean
+    # of per_item_s (a few short calls can miss the pauses of a busy machine)
+    sustained_per_item_s: float | None = None
 
 
 @dataclass
@@ -151,6 +154,8 @@ def predict(m: Measurements) -> Prediction:
     """
     # the mean, not the median: with skewed items the total is what the slow ones make it
     per_item = sum(m.per_item_s) / len(m.per_item_s) if m.per_item_s else 0.0
+    if m.sustained_per_item_s is not None:
+        per_item = m.sustained_per_item_s
     batches = plan_batches(m.items, per_item, m.slots, m.batch_size)
     shipped = m.arg_bytes if m.shipped_bytes is None else m.shipped_bytes
     per_batch_bytes = [m.batch_shared_bytes + b * (shipped + m.result_bytes) for b in batches]

@@ -52,6 +52,9 @@ def test_a_tiny_function_one_task_per_item_is_not_worth_it(cluster: Any) -> None
     assert items.ok is False and 'batch_size="auto"' in items.fix
     data = report.as_dict()
     assert data["prediction"]["batches"] == [1] * 2000
+    # tiny items were called well beyond the 8 sampled, and the prediction uses that mean
+    sustained = data["measurements"]["sustained_per_item_s"]
+    assert sustained > 0 and data["prediction"]["serial_s"] == pytest.approx(2000 * sustained)
     assert data["prediction"]["speedup"] < 1
     assert not report.ok
     assert "not worth it" in repr(report) and "not worth it" in report._repr_html_()
@@ -208,3 +211,11 @@ def test_items_sharing_one_object_are_measured_as_map_ships_them(cluster: Any) -
     m = report.measurements
     assert m.arg_bytes > 1 << 20  # one item alone carries the blob
     assert m.batch_shared_bytes > 1 << 20 and m.shipped_bytes < 100  # a batch carries it once
+
+
+def test_the_sustained_per_item_time_outweighs_a_few_short_calls() -> None:
+    few = measured(100, 0.001, 10, start_s=0.01)
+    held = measured(100, 0.001, 10, start_s=0.01, sustained_per_item_s=0.002)
+    assert predict(few).serial_s == pytest.approx(0.1)
+    assert predict(held).serial_s == pytest.approx(0.2)
+    assert predict(held).parallel_s > predict(few).parallel_s
