@@ -1,11 +1,12 @@
 """``eugo.hpc.readiness``: measure a few items on the cluster and predict whether ``map`` pays.
 
 Steps, each small: resolve the function and options as ``map`` does; check that the function
-and the items pickle; check that the request can run at all; run a sample of items in one task
-on a worker (timing each, sizing results, and, when GPUs are requested, asking the GPU audit's
-measurement whether the function touched one); measure what ``map`` itself costs on this cluster
-(its setup, each batch, each byte shipped) with small maps of no-op calls; look for file paths
-among the items on every node; then hand the numbers to :mod:`._readiness_model` for the prediction, the verdict and the checklist.
+and the items pickle; check that the request can run at all; run a sample of items split over
+the slots, at once (timing each, sizing results, and, when GPUs are requested, asking the GPU
+audit's measurement whether the function touched one); measure what ``map`` itself costs on this
+cluster (its setup, each batch, each byte shipped) with small maps of no-op calls; look for file
+paths among the items on every node; then hand the numbers to :mod:`._readiness_model` for the
+prediction, the verdict and the checklist.
 """
 
 from __future__ import annotations
