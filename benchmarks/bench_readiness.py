@@ -23,9 +23,9 @@ from eugo_jupyter.hpc._session import use_token_auth
 #: (label, per-item seconds, items, bytes per item)
 GRID = [
     ("0.1 ms", 0.0001, 4000, 0),
-    ("1 ms", 0.001, 2000, 0),
-    ("10 ms", 0.01, 300, 0),
-    ("100 ms", 0.1, 40, 0),
+    ("1 ms", 0.001, 1000, 0),
+    ("10 ms", 0.01, 200, 0),
+    ("100 ms", 0.1, 24, 0),
     ("100 ms, few", 0.1, 8, 0),
     ("1 ms + 1 MB arg", 0.001, 60, 1_000_000),
     ("10 ms + 10 MB arg", 0.01, 12, 10_000_000),
@@ -63,7 +63,11 @@ def cells(grid: list[tuple[str, float, int, int]]) -> list[dict[str, Any]]:
                 "target": 0.3 if size else 0.2,
             }
         )
-        print(f"  {label}: predicted {predicted:.2f} s, measured {measured:.2f} s", flush=True)
+        print(
+            f"  {label}: predicted {predicted:.2f} s, measured {measured:.2f} s "
+            f"({rows[-1]['error']:+.0%})",
+            flush=True,
+        )
     return rows
 
 

@@ -1,16 +1,16 @@
 """``eugo.hpc.readiness``: measure a few items on the cluster and predict whether ``map`` pays.
 
 Steps, each small: resolve the function and options as ``map`` does; check that the function
-and the items pickle; check that the request can run at all; run a sample of items in one task
-on a worker (timing each, sizing results, and, when GPUs are requested, asking the GPU audit's
-measurement whether the function touched one); measure this cluster's overhead per task and cost
-per byte with no-op tasks; look for file paths among the items on every node; then hand the
-numbers to :mod:`._readiness_model` for the prediction, the verdict and the checklist.
+and the items pickle; check that the request can run at all; run a sample of items split over
+the slots, at once (timing each, sizing results, and, when GPUs are requested, asking the GPU
+audit's measurement whether the function touched one); measure what ``map`` itself costs on this
+cluster (its setup, each batch, each byte shipped) with small maps of no-op calls; look for file
+paths among the items on every node; then hand the numbers to :mod:`._readiness_model` for the
+prediction, the verdict and the checklist.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -24,14 +24,18 @@ from ._readiness_model import Check, Measurements, ReadinessReport, predict, tim
 
 __all__ = ["readiness"]
 
-#: No-op tasks fanned out to measure the cluster's overhead per task.
-OVERHEAD_TASKS = 40
-#: Bytes shipped per probe task to measure the cost per byte (only when items are large).
-BYTES_PROBE = 2 << 20
-BYTES_PROBE_TASKS = 6
+#: No-op items (one per batch) in the map that measures the cost of each batch.
+OVERHEAD_BATCHES = 24
+#: Times each small measuring map runs; the median counts (the machine may be busy).
+REPEATS = 3
+#: Sampled items shipped (one per batch) to measure the cost per byte (only when items are large).
+BYTES_PROBE_ITEMS = 6
+#: Sampled items are called again until each slot has spent this long (at most SUSTAIN_CALLS
+#: calls): about a batch's worth of work, so the per-item time holds over a batch.
+SUSTAIN_S = 0.2
+SUSTAIN_CALLS = 100_000
 #: Items under this serialized size make the cost per byte irrelevant: it is not measured.
 BYTES_WORTH_MEASURING = 64 << 10
-
 
 def _noop(*_: Any) -> None:
     return None
@@ -58,6 +62,16 @@ def _sample(
             sizes.append(len(cloudpickle.dumps(value)))
         except Exception:  # noqa: BLE001 - a result that cannot travel would fail map too
             sizes.append(len(pickle.dumps(repr(value))))
+    # Short items: go on calling them until a batch's worth of time has passed, so that the
+    # pauses a busy machine inflicts now and then (too rare to hit 8 short calls) weigh in the
+    # mean as much as they will over map's batches.
+    calls, spent = len(times), sum(times)
+    while spent < SUSTAIN_S and calls < SUSTAIN_CALLS:
+        clock = time.perf_counter()
+        for item in items:
+            fn(item, **shared)
+        spent += time.perf_counter() - clock
+        calls += len(items)
     # memory in a second pass, so tracemalloc's slowdown stays out of the timings
     tracemalloc.start()
     try:
@@ -73,6 +87,8 @@ def _sample(
         audit = gpu_audit._measure(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times), None)
     return {
         "times": times,
+        "calls": calls,
+        "spent": spent,
         "result_bytes": sizes,
         "peak": peak,
         "node": ray.get_runtime_context().get_node_id(),
@@ -141,37 +157,61 @@ class _Readiness:
         return None
 
     def run_sample(self) -> dict[str, Any]:
+        """The sample, split over the slots and run at once: items are timed while every slot
+        is busy, as they will be under ``map`` (on a shared machine that is slower than one item
+        alone), and every slot's worker is started, as ``map`` will find them."""
         import ray
 
         chosen = _pick(self.items, self.sample)
+        count = min(_slots(self.request), len(chosen))
+        groups = [chosen[i::count] for i in range(count)]  # each spread over the input too
         remote = ray.remote(_sample).options(**{**self.opts, "name": f"readiness({self.label})"})
-        return ray.get(remote.remote(self.plain, self.shared, chosen, self.request.get("GPU", 0)))
+        gpus = self.request.get("GPU", 0)
+        found = ray.get([remote.remote(self.plain, self.shared, g, gpus) for g in groups])
+        first = found[0]
+        for other in found[1:]:
+            first["times"] += other["times"]
+            first["calls"] += other["calls"]
+            first["spent"] += other["spent"]
+            first["result_bytes"] += other["result_bytes"]
+            first["peak"] = max(first["peak"], other["peak"])
+        return first
+
+    def _timed_map(self, items: list[Any]) -> float:
+        """Seconds for ``map`` of a no-op over ``items``, one per batch: map's own costs only."""
+        from ._map import map as map_
+
+        clock = time.perf_counter()
+        map_(_noop, items, batch_size=1, progress=False, **self.opts)
+        return time.perf_counter() - clock
 
     def overhead(self) -> tuple[float, float]:
-        """(fan-out cost per task, one round trip) with this request, on this cluster."""
-        import ray
+        """(each further batch, a whole one-batch map) with this request, measured through map.
 
-        remote = ray.remote(_noop).options(**self.opts)
-        ray.get(remote.remote())  # warm a worker
-        clock = time.perf_counter()
-        ray.get(remote.remote())
-        latency = time.perf_counter() - clock
-        clock = time.perf_counter()
-        ray.get([remote.remote() for _ in range(OVERHEAD_TASKS)])
-        return (time.perf_counter() - clock) / OVERHEAD_TASKS, latency
+        Measured through ``map`` itself, not with bare tasks: a batch costs the engine's
+        submission, Ray's dispatch and the collection loop, and a map its setup.
+        """
+        self._timed_map([0])  # warm a worker and the payload path
+        start = statistics.median(self._timed_map([0]) for _ in range(REPEATS))
+        many = statistics.median(
+            self._timed_map(list(range(OVERHEAD_BATCHES))) for _ in range(REPEATS)
+        )
+        return max(0.0, (many - start) / (OVERHEAD_BATCHES - 1)), start
 
-    def per_byte(self, arg_bytes: float, result_bytes: float, overhead: float) -> float:
-        """Seconds per byte shipped, from no-op tasks each carrying ``BYTES_PROBE`` bytes."""
-        import ray
+    def per_byte(self, sampled: list[Any], nbytes: float) -> float:
+        """Seconds per byte shipped, the way map ships items: inside the batch's arguments.
 
-        if arg_bytes + result_bytes < BYTES_WORTH_MEASURING:
+        A map of no-op calls on sampled items (``nbytes`` each after serialization), one per
+        batch, against the same map on tiny items: the difference is the bytes.
+        """
+        if nbytes < BYTES_WORTH_MEASURING:
             return 0.0
-        remote = ray.remote(_noop).options(**self.opts)
-        blobs = [os.urandom(BYTES_PROBE) for _ in range(BYTES_PROBE_TASKS)]
-        clock = time.perf_counter()
-        ray.get([remote.remote(blob) for blob in blobs])
-        elapsed = time.perf_counter() - clock - BYTES_PROBE_TASKS * overhead
-        return max(0.0, elapsed / (BYTES_PROBE * BYTES_PROBE_TASKS))
+        chosen = [sampled[i % len(sampled)] for i in range(BYTES_PROBE_ITEMS)]
+        heavy = statistics.median(self._timed_map(chosen) for _ in range(REPEATS))
+        light = statistics.median(
+            self._timed_map(list(range(BYTES_PROBE_ITEMS))) for _ in range(REPEATS)
+        )
+        return max(0.0, (heavy - light) / (BYTES_PROBE_ITEMS * nbytes))
 
     def gpu_check(self, audit: Mapping[str, Any] | None) -> None:
         if not self.request.get("GPU"):
@@ -218,19 +258,25 @@ class _Readiness:
             return self._blocked()
         sampled = _pick(self.items, self.sample)
         arg_bytes = statistics.median(len(cloudpickle.dumps(i)) for i in sampled)
+        # in a batch, what items share (one big object referenced by all) is pickled once:
+        # a batch of k items ships about shared + k x shipped bytes
+        one, whole = len(cloudpickle.dumps(sampled[:1])), len(cloudpickle.dumps(sampled))
+        shipped = (whole - one) / (len(sampled) - 1) if len(sampled) > 1 else float(one)
+        shared_bytes = max(0.0, one - shipped)
         result_bytes = statistics.median(found["result_bytes"])
-        overhead, latency = self.overhead()
+        overhead, start = self.overhead()
         memory, node_slots = self.memory_of_nodes()
         m = Measurements(
             function=self.label,
             items=len(self.items),
             sampled=len(found["times"]),
             per_item_s=found["times"],
+            sustained_per_item_s=found["spent"] / found["calls"],
             arg_bytes=float(arg_bytes),
             result_bytes=float(result_bytes),
             overhead_s=overhead,
-            latency_s=latency,
-            per_byte_s=self.per_byte(arg_bytes, result_bytes, overhead),
+            latency_s=start,
+            per_byte_s=self.per_byte(sampled, arg_bytes),
             slots=_slots(self.request),
             request=dict(self.request),
             batch_size=self.batch_size,
@@ -238,6 +284,9 @@ class _Readiness:
             node_memory=memory,
             node_slots=node_slots,
             peak_item_bytes=float(found["peak"]),
+            start_s=start,
+            shipped_bytes=shipped,
+            batch_shared_bytes=shared_bytes,
         )
         prediction = predict(m)
         self.gpu_check(found["audit"])
@@ -267,9 +316,10 @@ def readiness(
 
     Takes what ``map`` takes (``batch_size=1`` asks about one task per item; ``num_cpus=``,
     ``num_gpus=`` and the other options set the request). Runs ``sample`` items, spread over
-    the input, in one task on a worker, measures this cluster's overhead per task, and returns a
-    :class:`ReadinessReport`: per-item time, sizes, the batches ``map`` would choose, predicted
-    times serially and on the cluster, a one-sentence ``verdict`` and a checklist with fixes
+    the input, in one task on a worker, measures what map costs per batch on this cluster (small
+    maps of no-op calls), and returns a :class:`ReadinessReport`: per-item time, sizes, the
+    batches ``map`` would choose, predicted times serially and on the cluster, a one-sentence
+    ``verdict`` and a checklist with fixes
     (pickling, item size, argument size, GPU use, memory, paths the workers cannot see).
     ``items`` is read into a list (a generator is consumed).
 

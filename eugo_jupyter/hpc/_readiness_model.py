@@ -1,14 +1,24 @@
 """The readiness prediction and report: pure functions over measured numbers, no Ray.
 
-:mod:`._readiness` measures (per-item time on a worker, sizes after serialization, this
-cluster's overhead per task and cost per byte shipped); this module turns the measurements into
-a predicted ``eugo.hpc.map`` run, a one-sentence verdict and a checklist, and renders them.
+:mod:`._readiness` measures (per-item time on a worker, sizes after serialization, what
+``map`` costs on this cluster per batch and per byte shipped); this module turns the
+measurements into a predicted ``eugo.hpc.map`` run, a one-sentence verdict and a checklist, and
+renders them.
 
 The prediction replays ``map``'s own batching (:func:`._map.auto_batch_size` and
-:func:`._map.final_batch_size`) on a small event simulation: the notebook submits batches one
-after another (each costs the measured overhead per task plus its bytes at the measured cost per
-byte), at most ``IN_FLIGHT_PER_SLOT`` batches per slot are in flight, and each batch occupies
-one slot for ``items x per-item time``. The first batch is map's probe: one item, alone.
+:func:`._map.final_batch_size`) on a small event simulation whose costs were all measured through
+``map`` itself, so they include what ``map`` really pays (its setup, the engine's submission and
+collection loop, Ray's dispatch), not just a bare task:
+
+- ``start_s``: a whole ``map`` of one no-op item: setup plus one batch's round trip. The first
+  batch costs this; with ``batch_size="auto"`` it is the probe, collected before anything else;
+- ``overhead_s``: each further batch, from a ``map`` of no-op items one per batch (the notebook
+  submits and collects batches one after another, so this cost is serial there);
+- ``per_byte_s``: each byte a batch ships, from a ``map`` of no-op calls on the sampled items
+  themselves, one per batch, against the same ``map`` of tiny items. A batch's bytes are what
+  pickling its items together gives: what the items share is shipped once per batch;
+- at most ``IN_FLIGHT_PER_SLOT`` batches per slot are in flight, and each batch occupies one slot
+  for ``items x per-item time``.
 """
 
 from __future__ import annotations
@@ -42,9 +52,9 @@ class Measurements:
     per_item_s: list[float]  # each sampled item's time, measured on the worker
     arg_bytes: float  # median serialized size of one item (plus its share of nothing else)
     result_bytes: float  # median serialized size of one result
-    overhead_s: float  # the cluster's cost per task, seen from the notebook (fan-out of no-ops)
+    overhead_s: float  # each batch of map beyond the first (a map of no-ops, one per batch)
     latency_s: float  # one call's round trip (submit, run nothing, get)
-    per_byte_s: float  # cost per byte shipped to and from a task, fan-out measured
+    per_byte_s: float  # cost per byte a batch ships (a map of no-ops on the sampled items)
     slots: int  # calls with this request the cluster runs at once
     request: dict[str, float]
     batch_size: int | str  # "auto" or the fixed size asked for
@@ -52,6 +62,15 @@ class Measurements:
     node_memory: float = 0.0  # bytes of memory (Ray's "memory" resource) of the busiest node
     node_slots: int = 1  # calls with this request that node runs at once
     peak_item_bytes: float = 0.0  # extra memory one item needed while it ran (tracemalloc)
+    # a whole map of one no-op item (setup + one round trip); 0: unknown, latency + overhead
+    start_s: float = 0.0
+    # bytes one more item adds to a batch's arguments; None: arg_bytes. Objects the items share
+    # (one big array they all reference) are pickled once per batch: batch_shared_bytes
+    shipped_bytes: float | None = None
+    batch_shared_bytes: float = 0.0  # bytes every batch ships once, whatever its size
+    # mean per-item time over a batch's worth of calls on every slot at once; None: the mean
+    # of per_item_s (a few short calls can miss the pauses of a busy machine)
+    sustained_per_item_s: float | None = None
 
 
 @dataclass
@@ -74,7 +93,7 @@ class Prediction:
     speedup: float
     efficiency: float
     ideal_s: float  # serial_s / slots: perfect scaling
-    overhead_s: float  # the notebook's submission cost, all batches together
+    overhead_s: float  # map's own cost: its setup and every batch's submission and collection
     transfer_s: float  # bytes shipped, all batches together
     serial_part_s: float  # the probe batch, run alone before the rest
     extra: dict[str, float] = field(default_factory=dict)
@@ -125,36 +144,50 @@ def predict(m: Measurements) -> Prediction:
     >>> p = predict(m)
     >>> round(p.serial_s, 3), p.parallel_s < p.serial_s, 3.0 < p.speedup <= 4.0
     (10.0, True, True)
+
+    No-op items cost what the measurements say: the first batch ``start_s``, each further one
+    ``overhead_s`` (here 1 + 9 x 0.01 s):
+
+    >>> noop = Measurements("f", 10, 1, [0.0], 0, 0, 0.01, 0.0, 0.0, 2, {}, 1, "n", start_s=1.0)
+    >>> round(predict(noop).parallel_s, 6)
+    1.09
     """
     # the mean, not the median: with skewed items the total is what the slow ones make it
     per_item = sum(m.per_item_s) / len(m.per_item_s) if m.per_item_s else 0.0
+    if m.sustained_per_item_s is not None:
+        per_item = m.sustained_per_item_s
     batches = plan_batches(m.items, per_item, m.slots, m.batch_size)
-    per_batch_bytes = [b * (m.arg_bytes + m.result_bytes) for b in batches]
+    shipped = m.arg_bytes if m.shipped_bytes is None else m.shipped_bytes
+    per_batch_bytes = [m.batch_shared_bytes + b * (shipped + m.result_bytes) for b in batches]
     serial = m.items * per_item
     slots = max(1, m.slots)
+    start = m.start_s or (m.latency_s + m.overhead_s)
     limit = max(2, IN_FLIGHT_PER_SLOT * slots)
     free = [0.0] * slots  # when each slot is next free
-    heapq.heapify(free)
     ends: list[float] = []  # end times of batches in flight, to respect map's in-flight limit
-    clock = 0.0  # the notebook's own time: submissions are serial there
+    # the notebook's own time: map's setup, then submissions and collections one at a time;
+    # start_s is setup plus the first batch's submission (overhead_s) and round trip
+    clock = start - m.overhead_s
     finish = 0.0
     probe = 0.0
     for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes, strict=True)):
         clock += m.overhead_s + nbytes * m.per_byte_s
         if len(ends) >= limit:  # map waits for one batch to finish before submitting more
             clock = max(clock, heapq.heappop(ends))
-        start = max(clock, heapq.heappop(free))
-        end = start + size * per_item
+        slot = heapq.heappop(free)
+        if number == 0:
+            # the first batch runs alone: a whole round trip (start_s), then its work
+            end = start + nbytes * m.per_byte_s + size * per_item
+        else:
+            end = max(clock, slot) + size * per_item
         heapq.heappush(free, end)
+        if number == 0 and m.batch_size == "auto" and len(batches) > 1:
+            # the probe: map collects it before it sizes and submits anything else
+            probe = clock = finish = end
+            continue
         heapq.heappush(ends, end)
         finish = max(finish, end)
-        if number == 0 and m.batch_size == "auto" and len(batches) > 1:
-            # the probe: map collects it before submitting anything else
-            probe = m.latency_s + size * per_item
-            clock = max(clock, end) + m.latency_s
-            free = [max(f, clock) for f in free]
-            heapq.heapify(free)
-    parallel = max(finish + m.latency_s, m.latency_s)
+    parallel = max(finish, clock)
     speedup = serial / parallel if parallel > 0 else 0.0
     return Prediction(
         batches=batches,
@@ -163,7 +196,7 @@ def predict(m: Measurements) -> Prediction:
         speedup=speedup,
         efficiency=speedup / slots,
         ideal_s=serial / slots,
-        overhead_s=len(batches) * m.overhead_s,
+        overhead_s=start + (len(batches) - 1) * m.overhead_s,
         transfer_s=sum(per_batch_bytes) * m.per_byte_s,
         serial_part_s=probe,
     )
@@ -329,7 +362,8 @@ class ReadinessReport:
              f"over {m.sampled} items"),
             ("item / result after serialization", f"{format_bytes(m.arg_bytes)} / "
              f"{format_bytes(m.result_bytes)}"),
-            ("overhead per task (this cluster)", fmt_s(m.overhead_s)),
+            ("map's cost per batch (this cluster)", f"{fmt_s(m.overhead_s)}, the first "
+             f"{fmt_s(m.start_s or m.latency_s + m.overhead_s)}"),
             ("slots for this request", f"{m.slots} ({_request_text(m.request)} each)"),
             ("batch size map would choose", _batch_text(p.batches)),
             (f"all {m.items} items here, one after another", fmt_s(p.serial_s)),

@@ -52,6 +52,9 @@ def test_a_tiny_function_one_task_per_item_is_not_worth_it(cluster: Any) -> None
     assert items.ok is False and 'batch_size="auto"' in items.fix
     data = report.as_dict()
     assert data["prediction"]["batches"] == [1] * 2000
+    # tiny items were called well beyond the 8 sampled, and the prediction uses that mean
+    sustained = data["measurements"]["sustained_per_item_s"]
+    assert sustained > 0 and data["prediction"]["serial_s"] == pytest.approx(2000 * sustained)
     assert data["prediction"]["speedup"] < 1
     assert not report.ok
     assert "not worth it" in repr(report) and "not worth it" in report._repr_html_()
@@ -98,9 +101,11 @@ def test_a_huge_argument_fails_the_shipping_check(cluster: Any) -> None:
     assert "each item is 2 MiB after serialization" in failing.detail
     assert "eugo.hpc.put" in failing.fix
     assert report.measurements.per_byte_s > 0  # the cost per byte was measured
+    m = report.measurements
+    assert m.shipped_bytes == pytest.approx(m.arg_bytes, rel=0.01)  # distinct blobs: no sharing
     assert report.prediction.transfer_s == pytest.approx(
-        sum(b * (report.measurements.arg_bytes + report.measurements.result_bytes)
-            for b in report.prediction.batches) * report.measurements.per_byte_s
+        sum(b * (m.shipped_bytes + m.result_bytes)
+            for b in report.prediction.batches) * m.per_byte_s
     )  # fmt: skip
     assert report.verdict.startswith("not worth it")
 
@@ -128,13 +133,15 @@ def test_bad_input_says_what_is_allowed() -> None:
 
 
 def test_the_prediction_replays_maps_batching() -> None:
-    # 1 ms items on 4 slots: map probes with 1, grows fourfold towards 50 ms of work per batch
+    # 1 ms items on 4 slots: map probes with 1, grows fourfold towards its target per batch
+    # (62.5 ms here: the whole second of work cut into four batches per slot)
     m = Measurements(
         "f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, "auto", "n"
     )
     p = predict(m)
-    assert p.batches[:3] == [1, 4, 16] and max(p.batches) == 50 and sum(p.batches) == 1000
-    assert p.overhead_s == pytest.approx(len(p.batches) * 0.0005)
+    assert p.batches[:3] == [1, 4, 16] and max(p.batches) == 62 and sum(p.batches) == 1000
+    # no start_s measured: the first batch costs a round trip (1 ms) plus its submission
+    assert p.overhead_s == pytest.approx(0.0015 + (len(p.batches) - 1) * 0.0005)
     assert p.serial_s == pytest.approx(1.0)
     assert p.ideal_s < p.parallel_s < p.serial_s
     # the same items one task each: overhead (0.5 ms x 1000) rivals the work
@@ -143,3 +150,72 @@ def test_the_prediction_replays_maps_batching() -> None:
     )
     assert one.batches == [1] * 1000 and one.parallel_s > p.parallel_s
     assert math.isclose(one.speedup, one.serial_s / one.parallel_s)
+
+
+def measured(items: int, per_item: float, batch_size: int | str, **costs: Any) -> Measurements:
+    base = {"overhead_s": 0.0, "latency_s": 0.0, "per_byte_s": 0.0, "arg_bytes": 0.0}
+    base.update(costs)
+    return Measurements(
+        "f", items, 5, [per_item] * 5, base.pop("arg_bytes"), 0.0, base.pop("overhead_s"),
+        base.pop("latency_s"), base.pop("per_byte_s"), 2, {"CPU": 1}, batch_size, "n", **base,
+    )
+
+
+def test_each_batch_costs_maps_measured_cost_on_the_notebook() -> None:
+    # no-op items: the first batch costs a whole one-batch map, each further one its own cost
+    p = predict(measured(50, 0.0, 1, overhead_s=0.002, start_s=0.03))
+    assert p.parallel_s == pytest.approx(0.03 + 49 * 0.002)
+    # the per-batch cost is serial in the notebook: it caps throughput even with free slots
+    busy = predict(measured(50, 0.001, 1, overhead_s=0.002, start_s=0.03))
+    assert busy.parallel_s == pytest.approx(0.03 + 49 * 0.002 + 0.001)
+
+
+def test_the_probe_runs_alone_before_anything_else() -> None:
+    # 100 ms items, auto: the probe (1 item) is collected before the others are submitted
+    p = predict(measured(10, 0.1, "auto", overhead_s=0.0, start_s=0.05))
+    assert p.batches[0] == 1
+    assert p.serial_part_s == pytest.approx(0.05 + 0.1)
+    # then the other 9 items, one per batch, on 2 slots: 5 rounds
+    assert p.batches == [1] * 10 and p.parallel_s == pytest.approx(0.15 + 5 * 0.1)
+    # with a fixed batch size there is no probe: 10 items in 5 rounds from the start
+    fixed = predict(measured(10, 0.1, 1, overhead_s=0.0, start_s=0.05))
+    assert fixed.serial_part_s == 0 and fixed.parallel_s == pytest.approx(0.05 + 5 * 0.1)
+
+
+def test_the_in_flight_limit_holds_submissions_back() -> None:
+    # 12 slow single-item batches on 2 slots: 6 in flight at most, so the 7th is submitted only
+    # when the first ends; a cheap submission cannot run ahead of the work
+    p = predict(measured(12, 1.0, 1, overhead_s=0.01, start_s=0.01))
+    assert p.parallel_s == pytest.approx(6.0 + 0.01, abs=0.02)
+
+
+def test_bytes_shipped_are_counted_per_batch_as_map_ships_them() -> None:
+    heavy = measured(6, 0.0, 1, overhead_s=0.001, start_s=0.01, arg_bytes=1e6, per_byte_s=1e-9)
+    p = predict(heavy)
+    assert p.transfer_s == pytest.approx(6 * 1e6 * 1e-9)
+    assert p.parallel_s == pytest.approx(0.01 + 5 * 0.001 + 6 * 1e-3)
+    # items sharing one big object ship it once per batch, whatever the batch's size
+    shared = dict(start_s=0.01, arg_bytes=1e6, per_byte_s=1e-9, shipped_bytes=10.0,
+                  batch_shared_bytes=1e6)  # fmt: skip
+    assert predict(measured(6, 0.0, 6, **shared)).transfer_s == pytest.approx(
+        (1e6 + 60) * 1e-9
+    )
+    assert predict(measured(6, 0.0, 1, **shared)).transfer_s == pytest.approx(
+        6 * (1e6 + 10) * 1e-9
+    )
+
+
+def test_items_sharing_one_object_are_measured_as_map_ships_them(cluster: Any) -> None:
+    blob = bytes(1 << 20)
+    report = eugo.hpc.readiness(size_of, [blob] * 12)  # twelve references to one blob
+    m = report.measurements
+    assert m.arg_bytes > 1 << 20  # one item alone carries the blob
+    assert m.batch_shared_bytes > 1 << 20 and m.shipped_bytes < 100  # a batch carries it once
+
+
+def test_the_sustained_per_item_time_outweighs_a_few_short_calls() -> None:
+    few = measured(100, 0.001, 10, start_s=0.01)
+    held = measured(100, 0.001, 10, start_s=0.01, sustained_per_item_s=0.002)
+    assert predict(few).serial_s == pytest.approx(0.1)
+    assert predict(held).serial_s == pytest.approx(0.2)
+    assert predict(held).parallel_s > predict(few).parallel_s

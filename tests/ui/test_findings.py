@@ -101,7 +101,7 @@ def test_profiled_runs_findings_show_on_the_card_after_the_kernel_exits(
     assert newest.locator('[data-key="tasks"]').inner_text().startswith("6 tasks in ")
     workers = runs[0]["timeline"]["workers"]
     timeline = newest.locator('[data-key="timeline"]').inner_text()
-    assert timeline.startswith(f"{workers} workers, tasks from")
+    assert timeline.startswith(f"{workers} worker{'' if workers == 1 else 's'}, tasks from")
     finding = newest.locator('.eugo-Finding[data-kind="blocking_too_early"]')
     expected = next(f for f in runs[0]["findings"] if f["kind"] == "blocking_too_early")
     assert finding.locator(".eugo-Finding-message").inner_text() == expected["message"]
