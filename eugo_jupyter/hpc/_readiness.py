@@ -37,6 +37,7 @@ SUSTAIN_CALLS = 100_000
 #: Items under this serialized size make the cost per byte irrelevant: it is not measured.
 BYTES_WORTH_MEASURING = 64 << 10
 
+
 def _noop(*_: Any) -> None:
     return None
 

@@ -156,8 +156,20 @@ def measured(items: int, per_item: float, batch_size: int | str, **costs: Any) -
     base = {"overhead_s": 0.0, "latency_s": 0.0, "per_byte_s": 0.0, "arg_bytes": 0.0}
     base.update(costs)
     return Measurements(
-        "f", items, 5, [per_item] * 5, base.pop("arg_bytes"), 0.0, base.pop("overhead_s"),
-        base.pop("latency_s"), base.pop("per_byte_s"), 2, {"CPU": 1}, batch_size, "n", **base,
+        "f",
+        items,
+        5,
+        [per_item] * 5,
+        base.pop("arg_bytes"),
+        0.0,
+        base.pop("overhead_s"),
+        base.pop("latency_s"),
+        base.pop("per_byte_s"),
+        2,
+        {"CPU": 1},
+        batch_size,
+        "n",
+        **base,
     )
 
 
@@ -197,12 +209,8 @@ def test_bytes_shipped_are_counted_per_batch_as_map_ships_them() -> None:
     # items sharing one big object ship it once per batch, whatever the batch's size
     shared = dict(start_s=0.01, arg_bytes=1e6, per_byte_s=1e-9, shipped_bytes=10.0,
                   batch_shared_bytes=1e6)  # fmt: skip
-    assert predict(measured(6, 0.0, 6, **shared)).transfer_s == pytest.approx(
-        (1e6 + 60) * 1e-9
-    )
-    assert predict(measured(6, 0.0, 1, **shared)).transfer_s == pytest.approx(
-        6 * (1e6 + 10) * 1e-9
-    )
+    assert predict(measured(6, 0.0, 6, **shared)).transfer_s == pytest.approx((1e6 + 60) * 1e-9)
+    assert predict(measured(6, 0.0, 1, **shared)).transfer_s == pytest.approx(6 * (1e6 + 10) * 1e-9)
 
 
 def test_items_sharing_one_object_are_measured_as_map_ships_them(cluster: Any) -> None:
