@@ -147,6 +147,14 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         # attach to whatever `ray start` cluster ran last on this machine.
         ray_kwargs.setdefault("include_dashboard", None)
         ray_kwargs.setdefault("dashboard_host", "127.0.0.1")
+        # Ray starts its workers at nice 15 (worker_niceness) to keep a driver responsive; but
+        # these workers ARE the notebook's compute, and at 15 they lose the CPU to every nice-0
+        # process on a shared machine, where a Pool or Dask doing the same work would not. Run
+        # them at the kernel's priority; RAY_worker_niceness or _system_config still win.
+        if "RAY_worker_niceness" not in os.environ:
+            config = dict(ray_kwargs.get("_system_config") or {})
+            config.setdefault("worker_niceness", 0)
+            ray_kwargs["_system_config"] = config
         context = ray.init(address="local", **ray_kwargs)
     else:
         use_token_auth()

@@ -143,3 +143,13 @@ def test_a_large_shared_argument_is_stored_once() -> None:
     assert row["tasks"] == 40
     assert row["arg_bytes_max"] < 10_000
     assert "large_argument" not in report.kinds()
+
+
+def niceness(_: int) -> int:
+    return os.nice(0)
+
+
+def test_workers_run_at_the_kernels_priority() -> None:
+    # Ray's default (nice 15) would let every other process on a shared machine take the CPU
+    # from the map's workers, while a multiprocessing.Pool of the same work runs at nice 0.
+    assert set(eugo.hpc.map(niceness, range(8), batch_size=1)) == {os.nice(0)}
