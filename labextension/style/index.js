@@ -1,3 +1,5 @@
 import './base.css';
 import './card.css';
+import './slurm.css';
 import './findings.css';
+import './ssh.css';
