@@ -63,8 +63,9 @@ function Run({ run }: { run: IRunFindings }): JSX.Element {
           {Math.round((s.utilisation ?? 0) * 100)}% of {s.cpus ?? 0} CPUs busy
         </span>
         <span data-key="timeline">
-          {t.workers ?? 0} worker{t.workers === 1 ? '' : 's'}, tasks from {seconds(t.first_start_s)} to{' '}
-          {seconds(t.last_end_s)}, tail {seconds(t.tail_s)}
+          {t.workers ?? 0} worker{t.workers === 1 ? '' : 's'}, tasks from{' '}
+          {seconds(t.first_start_s)} to {seconds(t.last_end_s)}, tail{' '}
+          {seconds(t.tail_s)}
         </span>
       </div>
       {run.findings.length === 0 ? (
