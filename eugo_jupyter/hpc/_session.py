@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 
 __all__ = ["Connection", "connection", "ensure", "init", "resolve_address", "shutdown"]
@@ -106,6 +107,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             )
 
     ray_kwargs.setdefault("logging_level", logging.WARNING)
+    secure_token_file()
     if target is None:
         # "local" forces a fresh Ray owned by this process: plain ray.init() would silently
         # attach to whatever `ray start` cluster ran last on this machine.
@@ -114,8 +116,15 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         context = ray.init(address="local", **ray_kwargs)
     else:
         use_token_auth()
+        if not target.startswith("ray://") and target not in ("auto", "local"):
+            from .._rayprobe import auth_mismatch
+
+            mismatch = auth_mismatch(target)
+            if mismatch:
+                raise ClusterError(mismatch)
         context = ray.init(address=target, **ray_kwargs)
 
+    secure_token_file()  # an embedded Ray may have just written a new token
     dashboard = context.dashboard_url or None
     _connection = Connection(
         address=context.address_info.get("gcs_address") or context.address_info["address"],

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._raytoken import secure_token_file
+from .._tempdirs import make_private, ray_temp_dir
 from ..exceptions import ClusterError
 
 __all__ = [
@@ -110,7 +112,7 @@ def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.num_cpus}",
         f"--num-gpus={spec.num_gpus}",
-        f"--temp-dir={temp_dir}",
+        f"--temp-dir={ray_temp_dir(temp_dir)}",
         f"--node-manager-port={free_port()}",
         f"--object-manager-port={free_port()}",
         f"--dashboard-agent-listen-port={free_port()}",
@@ -199,7 +201,8 @@ def launch(
 ) -> Launched:
     """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
     ip = node_ip()
-    Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    secure_token_file(create=True)  # `ray start` would write a missing token world-readable
+    make_private(temp_dir)  # Ray's own folders (0777) go inside, at ray_temp_dir(temp_dir)
     for attempt in (1, 2):
         head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
         try:

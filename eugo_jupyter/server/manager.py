@@ -74,10 +74,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import records
+from .. import _rayprobe, records
+from .._raytoken import secure_token_file
+from .._tempdirs import remove_ours
 from ..exceptions import ClusterError, OptionsError
 from ..hpc._options import parse_memory
-from . import launcher, monitor
+from . import launcher, limits, monitor, proxy_policy, watchdog
 
 __all__ = ["ClusterManager", "parse_connect", "parse_launch"]
 
@@ -132,20 +134,18 @@ def _node(value: Any, where: str, default_cpus: int) -> launcher.NodeSpec:
     gpus = _count(value.get("num_gpus", 0), "num_gpus", where, 0, MAX_GPUS)
     memory = value.get("memory")
     store = value.get("object_store_memory")
+    memory = None if memory is None else parse_memory(memory, f"{where}.memory")
+    store = None if store is None else parse_memory(store, f"{where}.object_store_memory")
+    limits.check_node_memory(memory, store, where)
     return launcher.NodeSpec(
-        num_cpus=cpus,
-        num_gpus=gpus,
-        memory=None if memory is None else parse_memory(memory, f"{where}.memory"),
-        object_store_memory=None
-        if store is None
-        else parse_memory(store, f"{where}.object_store_memory"),
+        num_cpus=cpus, num_gpus=gpus, memory=memory, object_store_memory=store
     )
 
 
 def _name(value: Any, default: str) -> str:
     if value is None:
         return default
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise OptionsError(
             f"name={value!r} is not allowed: use 1 to 64 letters, digits, spaces, '.', '_' or '-', "
             "starting with a letter or digit."
@@ -194,9 +194,9 @@ def parse_connect(body: dict[str, Any]) -> tuple[str, str]:
     >>> parse_connect({"kind": "connect", "address": "10.0.0.5:6379"})
     ('10.0.0.5:6379', '10.0.0.5:6379')
     """
-    _keys(body, ("kind", "name", "address"), "a connect request")
+    _keys(body, ("kind", "name", "address", "dashboard"), "a connect request")
     address = body.get("address")
-    match = _ADDRESS_RE.match(address.strip()) if isinstance(address, str) else None
+    match = _ADDRESS_RE.fullmatch(address.strip()) if isinstance(address, str) else None
     if match is None or not 1 <= int(match.group("port")) <= 65535:
         raise OptionsError(
             f"address={address!r} is not allowed: give host:port of the head's GCS (for example "
@@ -251,6 +251,7 @@ class ClusterManager:
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
+        self._watchdog: Any = None
 
     # -- lifecycle of the manager itself
 
@@ -266,6 +267,9 @@ class ClusterManager:
             if record["id"] in self._clusters:
                 continue
             if record.get("kind") == "connect":
+                if not record.get("dashboard_given"):  # a record written before the check
+                    url = _checked_dashboard(record.get("dashboard_url"), str(record["address"]))
+                    record = {**record, "dashboard_url": url}
                 self._clusters[record["id"]] = _Cluster(record=record, status="running")
                 continue
             pgids = [int(p) for p in record.get("pgids", [])]
@@ -288,6 +292,7 @@ class ClusterManager:
                 if alive:  # half a cluster: its head is gone, so nothing can use the rest
                     await loop.run_in_executor(self._slow, launcher.stop, pgids, temp_dir)
                 records.delete_record(record["id"])
+                remove_ours(str(record["id"]), temp_dir)  # its logs and sockets: ours to remove
 
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
@@ -297,6 +302,7 @@ class ClusterManager:
             if c.record.get("kind") == "local" and c.record.get("lifetime") == "server"
         ]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
+        watchdog.end(self._watchdog)
 
     def close_sync(self) -> None:
         """Like :meth:`close`, for interpreter exit (no event loop)."""
@@ -313,6 +319,8 @@ class ClusterManager:
         if not self._atexit:
             atexit.register(self.close_sync)
             self._atexit = True
+            # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes.
+            self._watchdog = watchdog.start(_pid())
 
     # -- models
 
@@ -452,7 +460,8 @@ class ClusterManager:
         if kind == "local":
             return await self.launch(*parse_launch(body))
         if kind == "connect":
-            return await self.connect(*parse_connect(body))
+            dashboard = proxy_policy.parse_user_dashboard(body.get("dashboard"))
+            return await self.connect(*parse_connect(body), dashboard=dashboard)
         raise OptionsError(f'kind={kind!r} is not allowed: use "local" (launch) or "connect".')
 
     async def launch(
@@ -535,16 +544,26 @@ class ClusterManager:
             await asyncio.sleep(0.25)
         self._save(cluster)
 
-    async def connect(self, name: str, address: str) -> dict[str, Any]:
-        """Attach to an existing cluster; raises ClusterError within seconds if nothing answers."""
+    async def connect(
+        self, name: str, address: str, dashboard: str | None = None
+    ) -> dict[str, Any]:
+        """Attach to an existing cluster; raises ClusterError within seconds if nothing answers.
+
+        ``dashboard`` is one the user gave; without it, the one the head publishes is used only
+        if it is on the head's own host (see :mod:`.proxy_policy`).
+        """
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, secure_token_file)
         if not await loop.run_in_executor(None, monitor.reachable, address, 3.0):
             raise ClusterError(
                 f"No Ray cluster answers at {address}: nothing accepts connections there. Check "
                 "the host and the port (the head's GCS port, 6379 unless changed, as printed by "
                 "`ray start --head`), and that this machine can reach it."
             )
-        dashboard = None
+        given = dashboard is not None
+        problem = await loop.run_in_executor(None, _protocol_problem, address)
+        if problem:
+            raise ClusterError(problem)
         if not address.startswith("ray://"):
             try:
                 await asyncio.wait_for(
@@ -556,7 +575,9 @@ class ClusterManager:
                     f"({_sentence(exc)}). Give the head's GCS address (host:port), or "
                     "ray://host:10001 for a Ray client server."
                 ) from None
-            dashboard = await loop.run_in_executor(None, monitor.dashboard_of, address, 3.0)
+            if not given:
+                published = await loop.run_in_executor(None, monitor.dashboard_of, address, 3.0)
+                dashboard = _checked_dashboard(published, address)
         cluster_id = f"c-{secrets.token_hex(4)}"
         record = {
             "id": cluster_id,
@@ -564,6 +585,7 @@ class ClusterManager:
             "kind": "connect",
             "address": address,
             "dashboard_url": dashboard,
+            "dashboard_given": given,
             "created": _now(),
             "lifetime": None,
             "server_pid": _pid(),
@@ -586,6 +608,10 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         url = cluster.record.get("dashboard_url") if cluster else None
+        if cluster and cluster.record.get("kind") == "connect" and not cluster.record.get(
+            "dashboard_given"
+        ):
+            url = _checked_dashboard(url, str(cluster.record.get("address")))
         if not url:
             return None
         loop = asyncio.get_running_loop()
@@ -639,6 +665,25 @@ class ClusterManager:
 
     def _save(self, cluster: _Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
+
+
+def _protocol_problem(address: str) -> str | None:
+    """Why connecting to ``address`` would fail in a confusing way, or None (blocking)."""
+    if address.startswith("ray://"):
+        if _rayprobe.speaks_ray_client(address, 5.0):
+            return None
+        return (
+            f"Something answers at {address}, but not as a Ray client server. Give the address "
+            "of the head's client server (ray://host:10001 by default), or the GCS address "
+            "(host:port) without ray://."
+        )
+    monitor.auth_headers()  # sets this process's auth mode, as a connection would
+    return _rayprobe.auth_mismatch(address, 5.0)
+
+
+def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
+    """A dashboard a connected cluster published, if the token may go there (else None)."""
+    return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())
 
 
 def _pgids(cluster: _Cluster) -> list[int]:
