@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _distribute, _session, _submissions
+from . import _checks, _distribute, _session, _submissions, _watch
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -80,7 +80,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     try:
         if many and show and len(refs) > 1:
             _wait_with_bar(refs, timeout)
-        values = ray.get(refs if many else refs[0], timeout=timeout)
+        values = _get_watching(refs if many else refs[0], timeout)
     except RayGetTimeoutError:
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
@@ -91,6 +91,39 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     for hook in get_hooks:
         hook(refs)
     return values
+
+
+def _raise_if_gone(address: str | None) -> None:
+    if address is not None:
+        reason = _watch.gone(address)
+        if reason is not None:
+            raise _watch.release(address, reason) from None
+
+
+def _get_watching(target: Any, timeout: float | None) -> Any:
+    """``ray.get``, in steps on a cluster so that a dead one raises ClusterError within seconds
+    (Ray itself would wait, then end the kernel's process)."""
+    import ray
+    from ray.exceptions import GetTimeoutError as RayGetTimeoutError
+    from ray.exceptions import RayError, RayTaskError
+
+    address = _watch.watched_address()
+    if address is None:
+        return ray.get(target, timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return ray.get(target, timeout=_watch.STEP if left is None else min(_watch.STEP, left))
+        except RayGetTimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+        except RayTaskError:
+            raise  # the user's own exception, from a task that ran
+        except RayError:
+            _raise_if_gone(address)  # a lost node or object because the cluster died?
+            raise
+        _raise_if_gone(address)
 
 
 def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
@@ -105,6 +138,7 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
     if not pending:
         return
     bar = make_bar(len(refs), len(refs) - len(pending), "eugo.hpc.get")
+    address, checked = _watch.watched_address(), time.monotonic()
     try:
         while pending:
             left = None if deadline is None else deadline - time.monotonic()
@@ -113,6 +147,9 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
             step = 0.25 if left is None else min(0.25, left)
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=step, fetch_local=False)
             bar.update(len(ready))
+            if time.monotonic() - checked >= _watch.STEP:
+                _raise_if_gone(address)
+                checked = time.monotonic()
     finally:
         bar.close()
 

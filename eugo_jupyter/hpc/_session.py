@@ -16,6 +16,7 @@ from typing import Any
 
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
+from ._watch import keep_process_alive
 
 __all__ = ["Connection", "connection", "ensure", "init", "resolve_address", "shutdown"]
 
@@ -113,8 +114,11 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         # attach to whatever `ray start` cluster ran last on this machine.
         ray_kwargs.setdefault("include_dashboard", None)
         ray_kwargs.setdefault("dashboard_host", "127.0.0.1")
+        if "_temp_dir" not in ray_kwargs:
+            ray_kwargs["_temp_dir"] = _private_temp_dir()
         context = ray.init(address="local", **ray_kwargs)
     else:
+        keep_process_alive()  # before Ray reads its config (use_token_auth does)
         use_token_auth()
         if not target.startswith("ray://") and target not in ("auto", "local"):
             from .._rayprobe import auth_mismatch
@@ -134,6 +138,24 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     )
     generation += 1
     return _connection
+
+
+_own_temp: str | None = None
+
+
+def _private_temp_dir() -> str:
+    """Ray's temp dir for the embedded Ray, inside a fresh 0700 folder of this process.
+
+    Ray makes its folders 0777 (under the shared /tmp/ray by default): inside a folder only
+    this account can enter, other local users cannot reach its sockets and logs.
+    """
+    global _own_temp
+    import tempfile
+
+    from .._tempdirs import ray_temp_dir
+
+    _own_temp = tempfile.mkdtemp(prefix="eugo-k-")  # mode 0700, owned by us
+    return ray_temp_dir(_own_temp)
 
 
 def use_token_auth() -> None:
@@ -197,3 +219,13 @@ def shutdown() -> None:
     ray.shutdown()
     _connection = None
     generation += 1
+    _remove_own_temp()
+
+
+def _remove_own_temp() -> None:
+    global _own_temp
+    if _own_temp is not None:
+        import shutil
+
+        shutil.rmtree(_own_temp, ignore_errors=True)
+        _own_temp = None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .._raytoken import secure_token_file
 from .._tempdirs import make_private, ray_temp_dir
+from .exporters import closed_exporters
 from ..exceptions import ClusterError
 
 __all__ = [
@@ -104,6 +105,7 @@ def _environment() -> dict[str, str]:
     env["RAY_AUTH_MODE"] = "token"
     env.pop("RAY_ADDRESS", None)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env.update(closed_exporters())
     return env
 
 
@@ -209,8 +211,11 @@ def launch(
             pgids = [_run_ray_start(head_args, timeout)]
             break
         except LaunchError as exc:
-            # Ports are picked free, but another program can take one before Ray binds it.
-            if attempt == 1 and "already in use" in str(exc):
+            # Ports are picked free, but another program can take one before Ray binds it; and
+            # on a busy machine the raylet can miss `ray start`'s fixed 30 s registration window.
+            if attempt == 1 and any(s in str(exc) for s in ("already in use", "during startup")):
+                stop([], temp_dir)  # what the failed start left (its daemons name temp_dir)
+                make_private(temp_dir)
                 continue
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise

@@ -267,9 +267,8 @@ class ClusterManager:
             if record["id"] in self._clusters:
                 continue
             if record.get("kind") == "connect":
-                if not record.get("dashboard_given"):  # a record written before the check
-                    url = _checked_dashboard(record.get("dashboard_url"), str(record["address"]))
-                    record = {**record, "dashboard_url": url}
+                url = _checked_dashboard(record.get("dashboard_url"), str(record["address"]))
+                record = {**record, "dashboard_url": url}  # a record may predate the check
                 self._clusters[record["id"]] = _Cluster(record=record, status="running")
                 continue
             pgids = [int(p) for p in record.get("pgids", [])]
@@ -560,6 +559,12 @@ class ClusterManager:
                 "the host and the port (the head's GCS port, 6379 unless changed, as printed by "
                 "`ray start --head`), and that this machine can reach it."
             )
+        if dashboard is not None and _checked_dashboard(dashboard, address) is None:
+            raise ClusterError(
+                f"dashboard={dashboard!r} is not on the cluster's head ({address}): the server "
+                "sends this account's Ray token to the dashboard it proxies, so it must be on "
+                "the head's own host. Give the head's dashboard, or leave dashboard out."
+            )
         given = dashboard is not None
         problem = await loop.run_in_executor(None, _protocol_problem, address)
         if problem:
@@ -608,9 +613,8 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         url = cluster.record.get("dashboard_url") if cluster else None
-        if cluster and cluster.record.get("kind") == "connect" and not cluster.record.get(
-            "dashboard_given"
-        ):
+        if cluster and cluster.record.get("kind") == "connect":
+            # Checked again on every use: a record may predate the check, or have been edited.
             url = _checked_dashboard(url, str(cluster.record.get("address")))
         if not url:
             return None

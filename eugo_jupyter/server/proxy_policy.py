@@ -2,9 +2,9 @@
 
 A connected cluster publishes its dashboard address in its own key-value store, which the
 cluster (or anyone who can write to that store) controls. Sending the token there would let it
-steer the token to any host. So a published address is accepted only on the head's own host
-(the host of the GCS address the user gave), or on loopback when that head runs on this
-machine; an address the user typed, or the dashboard of a cluster we launched, is taken as is.
+steer the token to any host. So a dashboard address, published or typed by the user, is used
+only on the head's own host (the host of the GCS address the user gave), or on loopback when
+that head runs on this machine; the dashboard of a cluster we launched is ours (127.0.0.1).
 
 >>> dashboard_allowed("http://10.0.0.5:8265", "10.0.0.5:6379", local_ips=set())
 'http://10.0.0.5:8265'
