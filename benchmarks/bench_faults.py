@@ -15,6 +15,7 @@ One run, on this machine, prints one line per figure:
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import json
 import os
@@ -218,7 +219,7 @@ def open_ports(cluster: launcher.Launched) -> tuple[int, int]:
                 with urllib.request.urlopen(f"http://{launcher.node_ip()}:{port}{path}", timeout=5):
                     answering += 1
                     break
-            except (OSError, ValueError):
+            except (OSError, ValueError, http.client.HTTPException):
                 continue
     return answering, len(ports)
 

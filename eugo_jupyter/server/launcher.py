@@ -24,8 +24,8 @@ from pathlib import Path
 
 from .._raytoken import secure_token_file
 from .._tempdirs import make_private, ray_temp_dir
-from .exporters import closed_exporters
 from ..exceptions import ClusterError
+from .exporters import closed_exporters
 
 __all__ = [
     "LaunchError",

@@ -590,7 +590,6 @@ class ClusterManager:
             "kind": "connect",
             "address": address,
             "dashboard_url": dashboard,
-            "dashboard_given": given,
             "created": _now(),
             "lifetime": None,
             "server_pid": _pid(),

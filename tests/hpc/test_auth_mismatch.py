@@ -24,10 +24,15 @@ def open_cluster() -> Iterator[str]:
     ip = launcher.node_ip()
     args, port, _ = launcher.head_arguments(launcher.NodeSpec(num_cpus=1), ip, temp_dir)
     env = {**launcher._environment(), "RAY_AUTH_MODE": "disabled"}
-    done = subprocess.run(
-        [launcher.ray_executable(), "start", *args],
-        env=env, capture_output=True, text=True, start_new_session=True, timeout=300,
-    )  # fmt: skip
+    for _ in range(2):  # a busy machine can make the raylet miss ray start's 30 s window
+        done = subprocess.run(
+            [launcher.ray_executable(), "start", *args],
+            env=env, capture_output=True, text=True, start_new_session=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode == 0:
+            break
+        launcher.stop([], temp_dir)
+        make_private(temp_dir)
     try:
         assert done.returncode == 0, done.stdout[-2000:]
         yield f"{ip}:{port}"
