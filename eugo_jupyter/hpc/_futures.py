@@ -167,7 +167,24 @@ def wait(
     refs = list(futures)
     if not refs:
         return [], []
-    return ray.wait(refs, num_returns=min(num_returns, len(refs)), timeout=timeout)
+    return _wait_watching(refs, min(num_returns, len(refs)), timeout)
+
+
+def _wait_watching(refs: list[Any], num_returns: int, timeout: float | None) -> Any:
+    """``ray.wait``, in steps on a cluster so that a dead one raises ClusterError (see get)."""
+    import ray
+
+    address = _watch.watched_address()
+    if address is None:
+        return ray.wait(refs, num_returns=num_returns, timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        step = _watch.STEP if left is None else min(_watch.STEP, left)
+        done, pending = ray.wait(refs, num_returns=num_returns, timeout=step)
+        if len(done) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            return done, pending
+        _raise_if_gone(address)
 
 
 def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Iterator[Any]:
@@ -184,7 +201,7 @@ def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Ite
     deadline = None if timeout is None else time.monotonic() + timeout
     while pending:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        done, pending = _wait_watching(pending, 1, left)
         if not done:
             raise _timeout_error(pending, total, timeout)
         yield from done

@@ -1,5 +1,5 @@
-"""A kernel whose cluster dies while it waits in ``eugo.hpc.get``: a ClusterError within seconds,
-and the kernel process lives on and falls back (issue 16).
+"""A kernel whose cluster dies while it waits in ``eugo.hpc.get`` (or ``wait``) gets a
+ClusterError within seconds, and the kernel process lives on and falls back (issue 16).
 
 The "kernel" is a real Python process (Ray ends the whole process of a driver that lost its
 cluster, so it cannot be this test's own process), the cluster real ``ray start`` processes.
@@ -46,7 +46,10 @@ def double(x):
 
 future = forever(sys.argv[2])
 try:
-    eugo.hpc.get(future)
+    if sys.argv[3] == "get":
+        eugo.hpc.get(future)
+    else:
+        eugo.hpc.wait([future], num_returns=1)
 except ClusterError as exc:
     print("ERROR", str(exc).replace("\n", " "), flush=True)
 for attempt in range(3):  # on a loaded machine Ray's 30 s start window can pass: try again
@@ -70,7 +73,9 @@ def cluster() -> Iterator[launcher.Launched]:
     launcher.stop(started.pgids, started.temp_dir)
 
 
-def _kernel(address: str, marker: Path, runtime: Path) -> subprocess.Popen[str]:
+def _kernel(
+    address: str, marker: Path, runtime: Path, waits_in: str = "get"
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "JUPYTER_RUNTIME_DIR": str(runtime),
@@ -79,7 +84,7 @@ def _kernel(address: str, marker: Path, runtime: Path) -> subprocess.Popen[str]:
     }
     with open(runtime / "kernel.err", "w") as errors:  # shown if the kernel dies
         return subprocess.Popen(
-            [sys.executable, "-c", KERNEL, address, str(marker)],
+            [sys.executable, "-c", KERNEL, address, str(marker), waits_in],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
             text=True, env=env, start_new_session=True,
         )  # fmt: skip
@@ -91,7 +96,7 @@ def _line(kernel: subprocess.Popen[str], prefix: str) -> str:
     for line in kernel.stdout:
         if line.startswith(prefix):
             return line.strip()
-    errors = Path(kernel.args[-1]).parent / "kernel.err"
+    errors = Path(kernel.args[-2]).parent / "kernel.err"
     tail = errors.read_text(errors="replace")[-3000:] if errors.exists() else ""
     raise AssertionError(f"the kernel exited ({kernel.wait()}) before {prefix!r}:\n{tail}")
 
@@ -148,7 +153,7 @@ def test_cluster_shut_down_in_the_manager_says_so(
     records.write_record(record)
     records.set_active(record)
     marker = tmp_path / "running"
-    kernel = _kernel("", marker, tmp_path)
+    kernel = _kernel("", marker, tmp_path, waits_in="wait")  # eugo.hpc.wait this time
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED active cluster 'team'"
         _wait_for(marker)
