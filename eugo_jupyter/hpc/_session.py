@@ -7,6 +7,7 @@ an embedded local Ray started on first use and kept for the life of the process.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -155,6 +156,8 @@ def _private_temp_dir() -> str:
     from .._tempdirs import ray_temp_dir
 
     _own_temp = tempfile.mkdtemp(prefix="eugo-k-")  # mode 0700, owned by us
+    # Registered before ray.init registers its own shutdown, so it runs after it (LIFO).
+    atexit.register(_remove_own_temp)
     return ray_temp_dir(_own_temp)
 
 
