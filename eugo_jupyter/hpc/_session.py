@@ -156,8 +156,7 @@ def _private_temp_dir() -> str:
     from .._tempdirs import ray_temp_dir
 
     _own_temp = tempfile.mkdtemp(prefix="eugo-k-")  # mode 0700, owned by us
-    # Registered before ray.init registers its own shutdown, so it runs after it (LIFO).
-    atexit.register(_remove_own_temp)
+    atexit.register(_at_exit)
     return ray_temp_dir(_own_temp)
 
 
@@ -222,6 +221,14 @@ def shutdown() -> None:
     ray.shutdown()
     _connection = None
     generation += 1
+    _remove_own_temp()
+
+
+def _at_exit() -> None:
+    # Ray's own exit hook may run after this one and would write its logs again: stop it first.
+    import ray
+
+    ray.shutdown()
     _remove_own_temp()
 
 
