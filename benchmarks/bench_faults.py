@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server import launcher, monitor
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import local as launcher
 
 LIMIT = 300.0
 

@@ -18,70 +18,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 
-from eugo_jupyter.server import launcher, monitor
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.client import ManagerClient
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """A `jupyter server` subprocess with the extension enabled, called over HTTP with its token."""
-
-    def __init__(self, runtime: Path) -> None:
-        self.port, self.token = _free_port(), secrets.token_hex(16)
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
-        env.pop("RAY_ADDRESS", None)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-                f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-                "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
-            ],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                self.call("GET", "/eugo/clusters")
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("jupyter server did not start") from None
-                time.sleep(0.2)
-
-    def call(self, method: str, path: str, body: object = None) -> object:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+# The benchmarks share the tests' helper that runs a `jupyter server` process.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.jupyter import jupyter_server  # noqa: E402
 
 
 def bare_start(cpus: int) -> float:
@@ -121,7 +73,7 @@ def _pgid_of(temp_dir: str) -> int:
     raise RuntimeError("bare cluster processes not found")
 
 
-def eugo_start(server: Server, cpus: int) -> tuple[float, dict]:
+def eugo_start(server: ManagerClient, cpus: int) -> tuple[float, dict]:
     body = {
         "kind": "local",
         "name": "bench",
@@ -161,9 +113,8 @@ def main() -> None:
     args = parser.parse_args()
 
     runtime = Path(tempfile.mkdtemp(prefix="eugo-bench-runtime-"))
-    server = Server(runtime)
     bare, eugo = [], []
-    try:
+    with jupyter_server(runtime) as (server, _):
         for _ in range(args.repeats):
             bare.append(bare_start(args.cpus))
             elapsed, model = eugo_start(server, args.cpus)
@@ -203,9 +154,7 @@ def main() -> None:
             monitor.read(model["address"], model["dashboard_url"])
             reads.append(time.perf_counter() - start)
         server.call("DELETE", path)
-    finally:
-        server.close()
-        shutil.rmtree(runtime, ignore_errors=True)
+    shutil.rmtree(runtime, ignore_errors=True)
 
     b, e = statistics.median(bare), statistics.median(eugo)
     rows = [

@@ -14,14 +14,32 @@ never pulls in a web server or IPython.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 from . import hpc
 from .exceptions import EugoError
+from .hpc._internal import hooks as _hooks
+from .pandas import _hook
+
+# The .eugo pandas accessors: registered now if pandas is loaded, else when it is imported;
+# pandas itself is never imported here (see eugo_jupyter/pandas/_hook.py).
+_hook.install()
 
 __version__ = "0.1.0"
 
 __all__ = ["EugoError", "__version__", "check", "gpu", "hpc", "widgets"]
+
+
+def _size_gpu_memory(options: Mapping[str, Any]) -> dict[str, Any]:
+    # Lazy: gpu/ loads only when a call uses gpu_memory=; hpc never imports gpu/ itself.
+    from .gpu.sizing import options_for_gpu_memory
+
+    return options_for_gpu_memory(options)
+
+
+_hooks.set_gpu_memory_sizer(_size_gpu_memory)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
@@ -56,7 +74,8 @@ def load_ipython_extension(ipython: Any) -> None:
     """
     from .magics import load
 
-    load(ipython)
+    # The package is handed over, so magics never imports eugo_jupyter back (no import cycle).
+    load(ipython, sys.modules[__name__])
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -7,28 +7,56 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- OptionsError (ValueError)          a resource option the scheduler cannot accept
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
+     |    +-- LaunchError                   a node of a launched cluster did not start
+     |    +-- SlurmError                    a SLURM command refused or failed (SLURM's words)
+     |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- ConflictError (RuntimeError)       a profile or an audit is already active (no nesting)
+     +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
+     |                                      the cell's traceback and what it bound)
+     +-- RemoteCellError (RuntimeError)     the cell's exception could not travel back as itself
+     +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition
+     +-- DataLocationError (FileNotFoundError)  a task's path does not exist on the node it ran on
 
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
+     +-- GlobalStateWarning                 a task or actor assigns a module global
+     +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
 
 Messages say what happened and what to do about it.
+
+>>> issubclass(OptionsError, ValueError), issubclass(LaunchError, ClusterError)
+(True, True)
+>>> str(CellError({"text": "ZeroDivisionError: division by zero"}))
+'ZeroDivisionError: division by zero'
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "CellError",
     "ClusterError",
+    "ConflictError",
+    "ConfirmationError",
+    "DataLocationError",
     "EugoError",
     "EugoWarning",
     "GetTimeoutError",
+    "GlobalStateWarning",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
+    "LaunchError",
     "MapItemError",
     "OptionsError",
+    "PandasFallbackWarning",
+    "PartitionError",
+    "RemoteCellError",
     "SerializationError",
+    "SlurmError",
 ]
 
 
@@ -46,6 +74,16 @@ class SerializationError(EugoError, TypeError):
 
 class ClusterError(EugoError, RuntimeError):
     """There is no cluster to talk to, or the session is attached to a different one."""
+
+
+class LaunchError(ClusterError):
+    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
+class SlurmError(ClusterError):
+    """A SLURM command refused or failed; the message is SLURM's own."""
+
+
+class ConfirmationError(ClusterError):
+    """The action would stop a cluster the Manager did not start; repeat it with confirmation."""
 
 
 class InfeasibleRequestError(EugoError, RuntimeError):
@@ -66,13 +104,61 @@ class MapItemError(EugoError, RuntimeError):
     original exception (when it could travel back from the worker) is the ``__cause__``.
     """
 
-    def __init__(self, message: str, index: int | None = None, item_repr: str | None = None) -> None:
+    def __init__(
+        self, message: str, index: int | None = None, item_repr: str | None = None
+    ) -> None:
         super().__init__(message)
         self.index = index
         self.item_repr = item_repr
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self), self.index, self.item_repr))
+
+
+class ConflictError(EugoError, RuntimeError):
+    """Something that does not nest is already active (a profile, a GPU-use audit)."""
+
+
+class CellError(EugoError, RuntimeError):
+    """Raised by a ``%%distribute`` cell's task when the cell's code raised.
+
+    ``info`` carries what the kernel needs (frames, the exception if it pickles, the output tail,
+    the names bound before the error). Its text is the cell's own traceback, so
+    ``eugo.hpc.get(fut)`` on a ``--no-block`` cell says what went wrong; the magic re-raises the
+    original exception with the cell's line numbers.
+    """
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("text", "the cell raised an exception"))
+        self.info = info
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CellError, (self.info,))
+
+    def __str__(self) -> str:
+        return str(self.info.get("text", ""))
+
+
+class RemoteCellError(EugoError, RuntimeError):
+    """The cell raised an exception that could not be sent back as itself (only its text came)."""
+class DataLocationError(EugoError, FileNotFoundError):
+    """A task failed because a path does not exist on the node that ran it.
+
+    The message says which node, whether the path exists on the notebook's machine, what a
+    relative path resolved against, and the fix. ``filename`` is the path.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        import errno
+
+        super().__init__(errno.ENOENT, message, path)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.message, self.filename))
 
 
 class EugoWarning(UserWarning):
@@ -80,4 +166,32 @@ class EugoWarning(UserWarning):
 
 
 class InfeasibleRequestWarning(EugoWarning):
-    """A call was submitted whose request no alive node can satisfy: it will wait until one joins."""
+    """A call was submitted whose request no alive node can satisfy: it waits until one joins."""
+
+
+class GlobalStateWarning(EugoWarning):
+    """A task or actor assigns a module global: each worker has its own copy, nothing is shared."""
+
+
+class PartitionError(EugoError, RuntimeError):
+    """A ``.eugo`` pandas call failed in one partition.
+
+    ``partition`` is the partition's number, ``label`` the failing row's index label (or the
+    group's key for ``groupby``), and the original exception, when it could travel back from
+    the worker, is the ``__cause__``; the message carries the worker's traceback.
+    """
+
+    def __init__(self, message: str, partition: int | None = None, label: object = None) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.label = label
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (str(self), self.partition, self.label))
+
+
+class PandasFallbackWarning(EugoWarning):
+    """A ``.eugo`` call ran in pandas in this process because splitting it would not pay.
+
+    Silence it with ``warnings.filterwarnings("ignore", category=PandasFallbackWarning)``.
+    """

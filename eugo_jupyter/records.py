@@ -5,6 +5,8 @@ Layout, under Jupyter's runtime directory (``jupyter --runtime-dir``, which hono
 
     <runtime>/eugo/clusters/<id>.json    one record per cluster the server launched or connected
     <runtime>/eugo/active.json           {"id": ..., "address": ..., "name": ...}: new kernels use it
+    <runtime>/eugo/clusters/<id>.findings/<stamp>.json   one per profiled run (the last
+                                                         FINDINGS_KEPT), see RunFindings
 
 A record is a JSON object with at least::
 
@@ -22,19 +24,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = [
+    "FINDINGS_KEPT",
     "RECORD_VERSION",
+    "RunFindings",
     "active_record",
     "clear_active",
     "delete_record",
+    "findings_dir",
     "list_records",
+    "read_findings",
     "read_record",
     "records_dir",
     "set_active",
+    "write_findings",
     "write_record",
 ]
 
@@ -103,8 +112,9 @@ def list_records() -> list[dict[str, Any]]:
 
 
 def delete_record(cluster_id: str) -> None:
-    """Forget a cluster; clears the active marker if it pointed there."""
+    """Forget a cluster (and its runs' findings); clears the active marker if it pointed there."""
     _record_path(cluster_id).unlink(missing_ok=True)
+    shutil.rmtree(findings_dir(cluster_id), ignore_errors=True)
     active = active_record()
     if active and active.get("id") == cluster_id:
         clear_active()
@@ -127,3 +137,55 @@ def active_record() -> dict[str, Any] | None:
     """``{"id", "address", "name"}`` of the active cluster, or None."""
     data = _read_json(_root() / "active.json")
     return data if data and data.get("address") else None
+
+
+# -- findings of profiled runs ---------------------------------------------------------------
+
+#: Profiled runs kept per cluster; writing one more drops the oldest.
+FINDINGS_KEPT = 10
+
+
+class RunFindings(TypedDict):
+    """What one ``eugo.hpc.profile()`` run found, as the panel shows it on the cluster's card.
+
+    ``summary``: ``tasks``, ``duration_s``, ``busy_s``, ``speedup``, ``utilisation``, ``cpus``;
+    ``timeline``: ``workers``, ``first_start_s``, ``last_end_s``, ``tail_s`` (the end of the run
+    with fewer tasks running than at its peak); ``findings``: ``{kind, function, message, fix}``.
+    """
+
+    version: int
+    created: float  # epoch seconds
+    functions: list[str]
+    summary: dict[str, float]
+    timeline: dict[str, float]
+    findings: list[dict[str, str]]
+
+
+def findings_dir(cluster_id: str) -> Path:
+    """The folder of one cluster's run findings, next to its record."""
+    return _record_path(cluster_id).with_suffix(".findings")
+
+
+def write_findings(cluster_id: str, run: RunFindings) -> Path:
+    """Store one run's findings (atomically, owner-only) and keep only the newest FINDINGS_KEPT.
+
+    >>> write_findings("c-1", {"version": 1, "created": 0.0, "functions": [], "summary": {},
+    ...                        "timeline": {}, "findings": []})   # doctest: +SKIP
+    """
+    folder = findings_dir(cluster_id)
+    stamp = f"{run['created']:017.6f}-{os.getpid()}-{time.monotonic_ns() % 10**9:09d}"
+    path = folder / f"{stamp}.json"
+    _write_json(path, dict(run))
+    for old in sorted(folder.glob("[0-9]*.json"))[:-FINDINGS_KEPT]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def read_findings(cluster_id: str, limit: int = FINDINGS_KEPT) -> list[RunFindings]:
+    """The newest ``limit`` runs' findings of a cluster, newest first ([] when none)."""
+    folder = findings_dir(cluster_id)
+    if not folder.is_dir():
+        return []
+    runs = [r for p in sorted(folder.glob("[0-9]*.json"), reverse=True) if (r := _read_json(p))]
+    runs.sort(key=lambda r: float(r.get("created", 0)), reverse=True)
+    return runs[:limit]  # type: ignore[return-value]

@@ -15,6 +15,6 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,lint]"
 export RAY_USAGE_STATS_ENABLED=0
 exec .venv/bin/python -m pytest --nbval-lax tests examples "$@"

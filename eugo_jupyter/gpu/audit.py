@@ -31,21 +31,42 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
-from ..hpc import _distribute, _session
+from .. import _nvml
+from .._units import format_bytes
+from ..hpc._internal import ensure, hooks
 from .probe import GPU_LIBRARIES
 
-__all__ = ["AuditSummary", "GPUAudit", "audit", "audit_records"]
+__all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
 
 _latest: "GPUAudit | None" = None
 
+
+class AuditRecord(TypedDict):
+    """One audited GPU call, as the worker reports it (see :func:`audit_records`)."""
+
+    function: str
+    task_id: str | None
+    node_id: str | None
+    gpu_ids: list[str]
+    num_gpus: float  #: the GPUs the call requested
+    started_at: float  #: epoch seconds
+    duration_s: float
+    gpu_seconds: float  #: num_gpus x duration_s
+    used: bool | None  #: None when it cannot be told
+    evidence: str
+    peak_memory: int | None
+    peak_source: str | None
+    device_memory_total: int | None
+    share_memory: int | None
+    exceeded_share: bool
+    gpu_libraries: list[str]
+    error: str | None
+
+
 #: The keys every record has, in order (see :func:`audit_records`).
-RECORD_KEYS = (
-    "function", "task_id", "node_id", "gpu_ids", "num_gpus", "started_at", "duration_s",
-    "gpu_seconds", "used", "evidence", "peak_memory", "peak_source", "device_memory_total",
-    "share_memory", "exceeded_share", "gpu_libraries", "error",
-)  # fmt: skip
+RECORD_KEYS = tuple(AuditRecord.__annotations__)
 
 
 class _Collector:
@@ -74,12 +95,9 @@ def _torch_cuda() -> Any:
 
 def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     """NVML's view of this process on its devices: seen, its memory, the devices' total memory."""
-    try:
-        import pynvml as nvml
-
-        nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001
-        return {"error": str(exc)}
+    nvml, error = _nvml.start()
+    if nvml is None:
+        return {"error": error}
     try:
         visible = [v.strip() for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
         handles = []
@@ -99,13 +117,10 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return {"error": str(exc)}
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+        _nvml.stop(nvml)
 
 
-def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> dict[str, Any]:
+def _measure(name: str, num_gpus: float, started: float, duration: float, error: str | None) -> AuditRecord:
     import ray
 
     context = ray.get_runtime_context()
@@ -219,8 +234,8 @@ class AuditSummary:
             )
         for r in self.over_share:
             lines.append(
-                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {r['peak_memory'] / 2**30:.2f} "
-                f"GiB exceeds its share {r['share_memory'] / 2**30:.2f} GiB "
+                f"- {r['function']} (task {str(r['task_id'])[:12]}): peak {format_bytes(r['peak_memory'])} "
+                f"exceeds its share {format_bytes(r['share_memory'])} "
                 f"(num_gpus={r['num_gpus']:g}): out-of-memory risk when tasks share the GPU"
             )
         if self.unknown:
@@ -255,12 +270,12 @@ class GPUAudit:
         global _latest
         import ray
 
-        if _distribute._audit_hook is not None:
-            raise RuntimeError("A GPU-use audit is already active; audits do not nest.")
-        _session.ensure()
+        if hooks.audit is not None:  # checked first: nothing is started for a refused audit
+            hooks.set_audit(self._submit)  # raises ConflictError
+        ensure()
         self._collector = ray.remote(num_cpus=0)(_Collector).remote()
         self._remote = ray.remote(_run_audited)
-        _distribute._audit_hook = self._submit
+        hooks.set_audit(self._submit)
         self.active = True
         _latest = self
         return self
@@ -268,7 +283,7 @@ class GPUAudit:
     def stop(self) -> None:
         """Stop auditing new calls; calls already running still report."""
         if self.active:
-            _distribute._audit_hook = None
+            hooks.set_audit(None)
             self.active = False
 
     def __enter__(self) -> "GPUAudit":
@@ -298,7 +313,7 @@ class GPUAudit:
         if self._refs:
             ray.wait(self._refs, num_returns=len(self._refs), timeout=timeout, fetch_local=False)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[AuditRecord]:
         """One plain dict per finished GPU call (keys: :data:`RECORD_KEYS`)."""
         import ray
 
@@ -333,7 +348,7 @@ def audit() -> GPUAudit:
     return GPUAudit()
 
 
-def audit_records(audit: GPUAudit | None = None) -> list[dict[str, Any]]:
+def audit_records(audit: GPUAudit | None = None) -> list[AuditRecord]:
     """The records of ``audit`` (default: the latest one started), as plain JSON-ready dicts.
 
     Each record has the keys in :data:`RECORD_KEYS`: ``function``, ``task_id``, ``node_id``,

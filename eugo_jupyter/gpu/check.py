@@ -16,9 +16,15 @@ import html
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..hpc import _checks, _session
-from ..hpc._feasibility import fix_for, infeasible_reason
-from ..hpc._options import request_of, validate_options
+from .._units import format_bytes
+from ..hpc._internal import (
+    current_snapshot,
+    ensure,
+    fix_for,
+    infeasible_reason,
+    request_of,
+    resolve_options,
+)
 from .probe import probe
 from .verdict import decide
 
@@ -31,7 +37,7 @@ _remote_probe: Any = None
 
 
 def _gib(value: Any) -> str:
-    return "n/a" if value is None else f"{value / 2**30:.1f} GiB"
+    return "n/a" if value is None else format_bytes(value)
 
 
 class GPUReport(Mapping[str, Any]):
@@ -142,14 +148,14 @@ def _probe_remote() -> Any:
 def _prepare(num_gpus: float | None, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
     if num_gpus is None:  # one GPU, unless gpu_memory= sizes the fraction
         num_gpus = None if options.get("gpu_memory") is not None else 1
-    validated = validate_options({"num_gpus": num_gpus, **options}, "task")
+    validated = resolve_options({"num_gpus": num_gpus, **options}, "task")
     return validated, request_of(validated, "task")
 
 
 def _start(validated: dict[str, Any], request: dict[str, float], node: str | None) -> Any:
     """A pending probe (an ObjectRef), or a finished GPUReport when no node can run it."""
-    _session.ensure()
-    snap = _checks.current_snapshot(max_age=0)
+    ensure()
+    snap = current_snapshot(max_age=0)
     if snap is not None:
         nodes = snap.alive_nodes
         if node is not None:
@@ -238,8 +244,8 @@ def check_nodes(
     """
     validated, request = _prepare(num_gpus, options)
     if nodes is None:
-        _session.ensure()
-        snap = _checks.current_snapshot(max_age=0)
+        ensure()
+        snap = current_snapshot(max_age=0)
         nodes = [n.node_id for n in snap.alive_nodes if n.total.get("GPU", 0) > 0] if snap else []
         if not nodes:
             return _finish([_start(validated, request, None)], validated, timeout)

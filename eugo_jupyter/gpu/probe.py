@@ -26,6 +26,9 @@ import socket
 import time
 from typing import Any
 
+from .. import _nvml
+from .._nvml import DeviceList
+
 __all__ = ["GPU_LIBRARIES", "nvml_devices", "probe"]
 
 #: Modules whose presence in a process means it may have used a GPU without torch.
@@ -34,67 +37,13 @@ GPU_LIBRARIES = ("torch", "cupy", "jax", "tensorflow", "numba.cuda", "pycuda")
 _KERNEL_SIZE = 1024  # a 1024x1024 float32 matmul: 4 MiB per operand, milliseconds on any GPU
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _nvml() -> tuple[Any, str | None]:
-    """The initialised ``pynvml`` module, or None and why not."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses, OSError on odd systems
-        return None, f"NVML could not start ({exc}); no NVIDIA driver is loaded on this node"
-    return pynvml, None
-
-
-def nvml_devices() -> dict[str, Any]:
-    """Every NVIDIA device on this node as NVML sees it: ``{"devices": [...], "error": ...}``.
-
-    NVML ignores ``CUDA_VISIBLE_DEVICES``, so this lists the node's devices whatever the task
-    was given. Each device is ``{"index", "name", "uuid", "memory_total", "memory_used", "mig"}``.
+def nvml_devices() -> DeviceList:
+    """Every NVIDIA device on this node as NVML sees them (runs as a task on GPU nodes).
 
     >>> nvml_devices()["error"]            # doctest: +SKIP
     'NVML could not start (NVML Shared Library Not Found); no NVIDIA driver is loaded on this node'
     """
-    nvml, error = _nvml()
-    if nvml is None:
-        return {"devices": [], "driver": None, "error": error}
-    try:
-        devices = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            devices.append({"index": index, **_device_facts(nvml, handle)})
-        return {"devices": devices, "driver": _text(nvml.nvmlSystemGetDriverVersion()), "error": None}
-    except Exception as exc:  # noqa: BLE001
-        return {"devices": [], "driver": None, "error": f"NVML failed: {exc}"}
-    finally:
-        _shutdown(nvml)
-
-
-def _shutdown(nvml: Any) -> None:
-    try:
-        nvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def _device_facts(nvml: Any, handle: Any) -> dict[str, Any]:
-    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-    try:
-        mig = bool(nvml.nvmlDeviceGetMigMode(handle)[0])
-    except Exception:  # noqa: BLE001 - not supported on this device, or a MIG handle itself
-        mig = False
-    return {
-        "name": _text(nvml.nvmlDeviceGetName(handle)),
-        "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-        "memory_total": int(memory.total),
-        "memory_used": int(memory.used),
-        "mig": mig,
-    }
+    return _nvml.devices()
 
 
 def _visible_handle(nvml: Any, torch_uuid: str | None) -> Any:
@@ -178,7 +127,7 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
     try:
         import torch
     except ImportError as exc:
-        torch = None
+        torch = None  # type: ignore[assignment]
         facts["torch_error"] = f"torch is not installed ({exc.name or exc})"
     nvml_view = nvml_devices()
     facts["nvml_error"] = nvml_view["error"]
@@ -199,7 +148,7 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
         facts["device"] = torch.cuda.get_device_name(0)
         uuid = getattr(props, "uuid", None)
         facts["device_uuid"] = str(uuid) if uuid is not None else None
-    nvml, _ = _nvml() if nvml_view["error"] is None else (None, None)
+    nvml, _ = _nvml.start() if nvml_view["error"] is None else (None, None)
     handle = None
     before = None
     try:
@@ -209,9 +158,9 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
             except Exception as exc:  # noqa: BLE001
                 facts["nvml_error"] = f"NVML could not find the task's device: {exc}"
             if handle is not None:
-                device = _device_facts(nvml, handle)
+                device = _nvml.device_facts(nvml, handle)
                 facts["nvml_device"] = device["name"]
-                facts["mig"] = device["mig"] or _text(nvml.nvmlDeviceGetUUID(handle)).startswith("MIG-")
+                facts["mig"] = device["mig"] or _nvml.text(nvml.nvmlDeviceGetUUID(handle)).startswith("MIG-")
                 facts["memory_total"] = device["memory_total"]
                 before = device["memory_used"]
                 if facts["device"] is None:
@@ -222,7 +171,7 @@ def probe(requested_gpus: float = 1, scope: str = "task", run_kernel: bool = Tru
             facts["memory_used"] = before
     finally:
         if nvml is not None:
-            _shutdown(nvml)
+            _nvml.stop(nvml)
     return facts
 
 

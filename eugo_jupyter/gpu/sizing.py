@@ -12,17 +12,13 @@ import math
 import warnings
 from typing import Any, Mapping
 
+from .._units import format_bytes, parse_memory
 from ..exceptions import EugoWarning, OptionsError
-from ..hpc._options import parse_memory
 
 __all__ = ["cluster_gpu_memory", "fraction_for", "gpu_fraction_for", "options_for_gpu_memory", "resolve_gpu_memory"]
 
 _cache: dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]] = {}
 _PRECISION = 10_000  # Ray counts resources in steps of 1/10000
-
-
-def _human(value: float) -> str:
-    return f"{value / 1e9:.3g} GB" if value < 2**30 else f"{value / 2**30:.1f} GiB"
 
 
 def fraction_for(memory: int, totals: list[int], label: str = "") -> float:
@@ -35,7 +31,7 @@ def fraction_for(memory: int, totals: list[int], label: str = "") -> float:
     >>> fraction_for(6 * 10**9, [150754820096])      # 6 GB on one H200 (143771 MiB): 25 per GPU
     0.04
     """
-    label = label or f"gpu_memory={_human(memory)!r}"
+    label = label or f"gpu_memory={format_bytes(memory)!r}"
     if memory <= 0:
         raise OptionsError(f"{label} is not allowed: gpu_memory must be more than 0 bytes.")
     if not totals:
@@ -47,13 +43,13 @@ def fraction_for(memory: int, totals: list[int], label: str = "") -> float:
     if not fits:
         raise OptionsError(
             f"{label} is more than any GPU in this cluster has (the largest has "
-            f"{_human(max(totals))}): no task of that size can run. Use a node with a larger GPU, "
+            f"{format_bytes(max(totals))}): no task of that size can run. Use a node with a larger GPU, "
             "or split the work so that each task needs less device memory."
         )
     if len(fits) < len(totals):
         warnings.warn(
             f"{label}: {len(totals) - len(fits)} of {len(totals)} GPUs in this cluster have less "
-            f"than that ({_human(min(totals))}); a task placed on one of them will run out of "
+            f"than that ({format_bytes(min(totals))}); a task placed on one of them will run out of "
             "memory. Pin the task to the larger GPUs with accelerator_type=.",
             EugoWarning,
             stacklevel=3,
@@ -88,12 +84,12 @@ def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[
     """
     import ray
 
-    from ..hpc import _checks, _session
+    from ..hpc import _internal
 
-    _session.ensure()
-    snap = _checks.current_snapshot(max_age=0)
+    _internal.ensure()
+    snap = _internal.current_snapshot(max_age=0)
     nodes = tuple(n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0)
-    key = (_session.generation, nodes)
+    key = (_internal.session_generation(), nodes)
     if not refresh and key in _cache:
         return _cache[key]
     refs = {node: _nvml_on_node(node) for node in nodes}
@@ -172,7 +168,7 @@ def resolve_gpu_memory(options: Mapping[str, Any], totals: list[int]) -> dict[st
         warnings.warn(
             f"num_gpus={explicit!r} lets {per_gpu} tasks share one GPU, but {per_gpu} x "
             f"{value} is more than the smallest GPU that fits one holds "
-            f"({_human(min(t for t in totals if t >= memory))}): they will run out of memory. "
+            f"({format_bytes(min(t for t in totals if t >= memory))}): they will run out of memory. "
             f"Use num_gpus={fraction:g} (sized from gpu_memory={value!r}).",
             EugoWarning,
             stacklevel=5,

@@ -14,6 +14,8 @@ from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._map import map
 from ._profile import Report, Run, profile
+from ._readiness import readiness
+from ._readiness_model import ReadinessReport
 from ._session import Connection, init, shutdown
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "Connection",
     "DistributedClass",
     "DistributedFunction",
+    "ReadinessReport",
     "Report",
     "Run",
     "Waiting",
@@ -36,6 +39,7 @@ __all__ = [
     "map",
     "profile",
     "put",
+    "readiness",
     "shutdown",
     "wait",
     "waiting",

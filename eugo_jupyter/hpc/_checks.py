@@ -17,6 +17,7 @@ from . import _session
 from ._feasibility import fix_for, infeasible_reason
 from ._raystate import Snapshot, snapshot
 from ._submissions import RequestKey
+from .cells.worker import pickle_problem
 
 __all__ = ["current_snapshot", "explain_unpicklable", "infeasible_message", "warn_if_infeasible"]
 
@@ -79,16 +80,6 @@ def warn_if_infeasible(
     return verdict or None
 
 
-def _pickle_error(value: Any) -> str | None:
-    from ray import cloudpickle
-
-    try:
-        cloudpickle.dumps(value)
-    except Exception as exc:  # noqa: BLE001 - any failure to pickle is the answer
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
 def _captured(fn: Callable[..., Any]) -> dict[str, Any]:
     """Globals and closure variables a function reads (what cloudpickle ships with it)."""
     code = getattr(fn, "__code__", None)
@@ -121,14 +112,14 @@ def explain_unpicklable(
         "made from (a path, a config dict) and build it on the worker."
     )
     for name, value in bound.items():
-        problem = _pickle_error(value)
+        problem = pickle_problem(value)
         if problem:
             return SerializationError(
                 f"Argument {name!r} of {label} ({type(value).__name__}) cannot be sent to a "
                 f"worker: {problem}. {fix}"
             )
     for name, value in _captured(fn).items():
-        problem = _pickle_error(value)
+        problem = pickle_problem(value)
         if problem:
             return SerializationError(
                 f"{label} uses the variable {name!r} ({type(value).__name__}), which cannot be "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from .._units import format_bytes
 from . import _checks, _session, _submissions
 from ._feasibility import WaitingList, waiting_from
 from ._raystate import NodeFacts
@@ -14,10 +15,6 @@ __all__ = ["ClusterInfo", "cluster", "waiting"]
 
 def _fmt(value: float) -> str:
     return f"{value:g}"
-
-
-def _gib(value: float) -> str:
-    return f"{value / 2**30:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class ClusterInfo:
                 f"  {n.node_id[:8]} {role:6} {state:5} {n.address:15} "
                 f"CPU {_fmt(n.available.get('CPU', 0))}/{_fmt(n.total.get('CPU', 0))}  "
                 f"GPU {_fmt(n.available.get('GPU', 0))}/{_fmt(n.total.get('GPU', 0))}  "
-                f"memory {_gib(n.total.get('memory', 0))}"
+                f"memory {format_bytes(n.total.get('memory', 0))}"
             )
         if self.waiting:
             lines.append("Waiting:")
@@ -74,7 +71,7 @@ class ClusterInfo:
             f"<td>{'alive' if n.alive else '<b>dead</b>'}</td><td>{html.escape(n.address)}</td>"
             f"<td>{_fmt(n.available.get('CPU', 0))} / {_fmt(n.total.get('CPU', 0))}</td>"
             f"<td>{_fmt(n.available.get('GPU', 0))} / {_fmt(n.total.get('GPU', 0))}</td>"
-            f"<td>{_gib(n.total.get('memory', 0))}</td></tr>"
+            f"<td>{format_bytes(n.total.get('memory', 0))}</td></tr>"
             for n in self.nodes
         )
         dashboard = (

@@ -12,20 +12,12 @@ import pickle
 from typing import Any, Callable, Mapping, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _session, _submissions
-from ._options import request_of, validate_options
+from . import _checks, _hooks, _session, _static, _submissions
+from ._options import request_of, resolve_options, validate_options
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
 
 T = TypeVar("T")
-
-#: The active run recorder (``eugo.hpc.profile()``), else None. Checked once per call so that
-#: submitting costs nothing extra when no profile is recording.
-_recorder: Any = None
-#: Set only while ``eugo.gpu.audit()`` is active: submits calls that request GPUs in its place,
-#: so it can measure them. ``None`` otherwise, which costs each call one global lookup.
-_audit_hook: Callable[[Callable[..., Any], "_Submitter", tuple, dict], Any] | None = None
-
 
 def _submission_failed(fn: Callable[..., Any], args: tuple, kwargs: dict, exc: BaseException) -> None:
     """Turn Ray's pickling failure into an error naming the variable; re-raise anything else."""
@@ -72,7 +64,7 @@ class DistributedFunction:
             )
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._defaults = validate_options(options or {}, "task")
+        self._defaults = resolve_options(options or {}, "task")
         self._default = _Submitter(self._label, self._defaults, "task")
         self._remote: Any = None
         self._default_remote: Any = None
@@ -102,12 +94,14 @@ class DistributedFunction:
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
         try:
-            if _audit_hook is not None and "GPU" in submitter.request:
+            # The profile and the audit plug in through _hooks (None costs one lookup each).
+            audit, recorder = _hooks.audit, _hooks.recorder
+            if audit is not None and "GPU" in submitter.request:
                 # The audit measures GPU calls; a profile running at the same time sees them
                 # through the audit's records instead of its own timing.
-                refs = _audit_hook(self._fn, submitter, args, kwargs)
-            elif _recorder is not None:
-                refs = _recorder.submit(
+                refs = audit(self._fn, submitter, args, kwargs)
+            elif recorder is not None:
+                refs = recorder.submit(
                     submitter.name, self._fn, submitter.options, submitter.request, args, kwargs
                 )
             else:
@@ -132,7 +126,7 @@ class DistributedFunction:
         >>> heavy = square.options(num_cpus=4, num_gpus=0.25)   # doctest: +SKIP
         >>> fut = heavy(3)                                      # doctest: +SKIP
         """
-        merged = {**self._defaults, **validate_options(options, "task")}
+        merged = {**self._defaults, **resolve_options(options, "task")}
         return BoundCall(self, merged)
 
     def local(self, *args: Any, **kwargs: Any) -> Any:
@@ -166,18 +160,28 @@ class BoundCall:
 class ActorMethod:
     """A method of a remote actor: calling it returns a future."""
 
-    __slots__ = ("_method", "_name")
+    __slots__ = ("_method", "_name", "_proxy", "_attr", "_timed")
 
-    def __init__(self, method: Any, name: str) -> None:
+    def __init__(self, method: Any, name: str, proxy: Any = None, attr: str = "",
+                 timed: bool = True) -> None:  # fmt: skip
         self._method = method
         self._name = name
+        self._proxy, self._attr, self._timed = proxy, attr, timed
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        recorder = _hooks.recorder
+        if recorder is not None and self._proxy is not None:
+            proxy = self._proxy
+            return recorder.submit_method(
+                proxy._cls, proxy.handle, self._attr, self._name,
+                self._method, self._timed, args, kwargs,
+            )  # fmt: skip
         return self._method.remote(*args, **kwargs)
 
     def options(self, **options: Any) -> "ActorMethod":
         """Ray's per-method options (``num_returns``, ``name``...)."""
-        return ActorMethod(self._method.options(**options), self._name)
+        method = self._method.options(**options)
+        return ActorMethod(method, self._name, self._proxy, self._attr, timed=False)
 
     def __repr__(self) -> str:
         return f"<remote method {self._name}>"
@@ -189,12 +193,16 @@ class ActorProxy:
     The Ray handle is ``proxy.handle``; the actor lives as long as a handle to it does.
     """
 
-    def __init__(self, handle: Any, name: str) -> None:
+    def __init__(self, handle: Any, name: str, cls: type | None = None) -> None:
         self.handle = handle
         self._class_name = name
+        self._cls = cls  # for a profile: the methods' code; never shipped (see __reduce__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorProxy, (self.handle, self._class_name))
 
     def __getattr__(self, attr: str) -> ActorMethod:
-        if attr.startswith("__") or attr in ("handle", "_class_name"):
+        if attr.startswith("__") or attr in ("handle", "_class_name", "_cls"):
             raise AttributeError(attr)
         try:
             method = getattr(self.handle, attr)
@@ -202,7 +210,7 @@ class ActorProxy:
             raise AttributeError(
                 f"The actor {self._class_name} has no method {attr!r}."
             ) from None
-        return ActorMethod(method, f"{self._class_name}.{attr}")
+        return ActorMethod(method, f"{self._class_name}.{attr}", self, attr)
 
     def __repr__(self) -> str:
         return f"<actor {self._class_name} {self.handle._actor_id.hex()[:12]}>"
@@ -226,7 +234,7 @@ class DistributedClass:
     def __init__(self, cls: type, options: Mapping[str, Any] | None = None) -> None:
         functools.update_wrapper(self, cls, updated=())
         self._cls = cls
-        self._defaults = validate_options(options or {}, "actor")
+        self._defaults = resolve_options(options or {}, "actor")
         self._remote: Any = None
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -250,9 +258,9 @@ class DistributedClass:
         try:
             handle = (remote.options(**options) if options else remote).remote(*args, **kwargs)
         except Exception as exc:
-            _submission_failed(self._cls.__init__, args, kwargs, exc)
+            _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
-        return ActorProxy(handle, self._cls.__qualname__)
+        return ActorProxy(handle, self._cls.__qualname__, self._cls)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:
         """Start an actor with the decorator's options."""
@@ -260,7 +268,7 @@ class DistributedClass:
 
     def options(self, **options: Any) -> Callable[..., ActorProxy]:
         """Per-actor resources: ``Counter.options(num_cpus=1)()``."""
-        merged = {**self._defaults, **validate_options(options, "actor")}
+        merged = {**self._defaults, **resolve_options(options, "actor")}
 
         def create(*args: Any, **kwargs: Any) -> ActorProxy:
             return self._create(merged, args, kwargs)
@@ -269,7 +277,7 @@ class DistributedClass:
 
 
 @overload
-def distribute(target: type[T]) -> DistributedClass: ...
+def distribute(target: type[T]) -> DistributedClass: ...  # type: ignore[overload-overlap]
 @overload
 def distribute(target: Callable[..., Any]) -> DistributedFunction: ...
 @overload
@@ -289,12 +297,13 @@ def distribute(target: Any = None, **options: Any) -> Any:
     3
     """
     if target is None:
-        validate_options(options)  # fail at the decorator line, not at the first call
+        resolve_options(options)  # fail at the decorator line, not at the first call
         return functools.partial(distribute, **options)
     if isinstance(target, (DistributedFunction, DistributedClass)):
         if not options:
             return target
         target = target._fn if isinstance(target, DistributedFunction) else target._cls
+    _static.warn_global_writes(target)  # before it bites: the change would never be shared
     if isinstance(target, type):
         return DistributedClass(target, options)
     if callable(target):

@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .._units import format_bytes
 from ._raystate import NodeFacts, Snapshot
 
 __all__ = [
@@ -27,17 +28,10 @@ _NOUNS = {"CPU": ("CPU", "CPUs"), "GPU": ("GPU", "GPUs")}
 
 def _amount(name: str, value: float) -> str:
     if name in ("memory", "object_store_memory"):
-        return f"{_bytes(value)} of {'memory' if name == 'memory' else 'object store'}"
+        return f"{format_bytes(value)} of {'memory' if name == 'memory' else 'object store'}"
     number = f"{value:g}"
     singular, plural = _NOUNS.get(name, (name, name))
     return f"{number} {singular if value <= 1 else plural}"
-
-
-def _bytes(value: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value:g} B"
 
 
 def describe_request(request: Mapping[str, float]) -> str:

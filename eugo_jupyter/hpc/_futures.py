@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _distribute, _session, _submissions, _watch
+from . import _checks, _data_location, _hooks, _session, _submissions, _watch
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["as_completed", "cancel", "get", "put", "wait"]
-
-
-#: Called with the list of futures after ``get`` returned their values; the cell magics bind the
-#: names of a finished ``%%distribute --no-block`` cell here.
-get_hooks: list[Callable[[list[Any]], None]] = []
 
 
 def _as_list(futures: Any) -> tuple[list[Any], bool]:
@@ -75,7 +70,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     _session.ensure()
     refs, many = _as_list(futures)
     show = progress if progress is not None else in_notebook()
-    recorder = _distribute._recorder
+    recorder = _hooks.recorder
     began = time.time() if recorder is not None else 0.0
     try:
         if many and show and len(refs) > 1:
@@ -85,19 +80,18 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
         raise _timeout_error(pending, len(refs), timeout) from None
+    except OSError as exc:  # a task's path missing on its node: say where data has to live
+        located = _data_location.explain(exc, _failed_ref(refs))
+        if located is None:
+            raise
+        raise located from exc
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())
-    for hook in get_hooks:
-        hook(refs)
+    if recorder is not None:
+        recorder.returned(refs, values if many else [values])
+    _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
-
-
-def _raise_if_gone(address: str | None) -> None:
-    if address is not None:
-        reason = _watch.gone(address)
-        if reason is not None:
-            raise _watch.release(address, reason) from None
 
 
 def _get_watching(target: Any, timeout: float | None) -> Any:
@@ -121,9 +115,22 @@ def _get_watching(target: Any, timeout: float | None) -> Any:
         except RayTaskError:
             raise  # the user's own exception, from a task that ran
         except RayError:
-            _raise_if_gone(address)  # a lost node or object because the cluster died?
+            _watch.raise_if_gone(address)  # a lost node or object because the cluster died?
             raise
-        _raise_if_gone(address)
+        _watch.raise_if_gone(address)
+
+
+def _failed_ref(refs: list[Any]) -> Any:
+    """The first ready future whose task failed, for naming the node it ran on."""
+    import ray
+
+    for ref in refs:
+        if isinstance(ref, ray.ObjectRef) and ray.wait([ref], timeout=0)[0]:
+            try:
+                ray.get(ref, timeout=0)
+            except Exception:  # noqa: BLE001 - this is the one
+                return ref
+    return None
 
 
 def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
@@ -138,7 +145,7 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
     if not pending:
         return
     bar = make_bar(len(refs), len(refs) - len(pending), "eugo.hpc.get")
-    address, checked = _watch.watched_address(), time.monotonic()
+    watch = _watch.Watch()
     try:
         while pending:
             left = None if deadline is None else deadline - time.monotonic()
@@ -147,9 +154,7 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
             step = 0.25 if left is None else min(0.25, left)
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=step, fetch_local=False)
             bar.update(len(ready))
-            if time.monotonic() - checked >= _watch.STEP:
-                _raise_if_gone(address)
-                checked = time.monotonic()
+            watch.check()
     finally:
         bar.close()
 
@@ -161,8 +166,6 @@ def wait(
 
     >>> done, pending = wait(futs, num_returns=1)   # doctest: +SKIP
     """
-    import ray
-
     _session.ensure()
     refs = list(futures)
     if not refs:
@@ -184,7 +187,7 @@ def _wait_watching(refs: list[Any], num_returns: int, timeout: float | None) -> 
         done, pending = ray.wait(refs, num_returns=num_returns, timeout=step)
         if len(done) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
             return done, pending
-        _raise_if_gone(address)
+        _watch.raise_if_gone(address)
 
 
 def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Iterator[Any]:
@@ -193,8 +196,6 @@ def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Ite
     >>> for fut in as_completed(futs):      # doctest: +SKIP
     ...     print(get(fut))
     """
-    import ray
-
     _session.ensure()
     pending = list(futures)
     total = len(pending)

@@ -1,12 +1,15 @@
 """``eugo.hpc.map``: apply a function to every item on the cluster, in automatically sized batches.
 
 How ``batch_size="auto"`` works: a first probe task runs one item and measures, on the worker,
-how long an item takes; later batches hold enough items for about ``TARGET_S`` of work (growing
-at most fourfold per batch while the estimate settles, and re-estimated from every finished
-batch). Once the input is exhausted the remaining items are spread over at least two batches per
-worker, so the last tasks are short and no worker idles behind a big final batch. At most
-``IN_FLIGHT_PER_SLOT`` batches per slot (how many calls the cluster can run at once) are in
-flight, and the input is read lazily, so a generator is consumed only as fast as the cluster works.
+how long an item takes; later batches hold enough items for a target time per task (growing at
+most fourfold per batch while the estimate settles, and re-estimated from every finished batch).
+The target is ``TARGET_S``, raised up to ``MAX_TARGET_S`` when the input's length is known and
+the whole map is long: about four batches per slot, as ``multiprocessing.Pool.map`` does, so
+the fixed cost per task stays a small share. Once the input is exhausted the remaining items
+are spread over at least two batches per worker, so the last tasks are short and no worker
+idles behind a big final batch. The batching engine (:mod:`._batching`) keeps a bounded number
+of batches in flight and reads the input lazily, so a generator is consumed only as fast as the
+cluster works; a sequence is sliced instead of iterated.
 
 The function and the ``shared=`` keyword arguments go into the object store once; each worker
 process deserializes them once and reuses them for every batch it runs.
@@ -14,90 +17,93 @@ process deserializes them once and reuses them for every batch it runs.
 
 from __future__ import annotations
 
+import itertools
 import math
-import pickle
 import reprlib
-import time
-import traceback
-from collections import OrderedDict, deque
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _distribute, _session, _submissions
-from ._options import request_of, validate_options
-from ._progress import PROGRESS_AFTER, in_notebook, make_bar
+from . import _data_location, _distribute
+from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order
+from ._options import resolve_options
 
-__all__ = ["map"]
+__all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
 
 R = TypeVar("R")
 
-#: Seconds of work each batch aims for: long enough that a few ms of overhead (more on a busy
-#: machine) stays a small share, short enough to balance the load.
+#: Seconds of work each batch aims for at least: long enough that a few ms of overhead (more on
+#: a busy machine) stays a small share, short enough to balance the load.
 TARGET_S = 0.05
-#: Batches per slot kept in flight (submitted but not collected).
-IN_FLIGHT_PER_SLOT = 3
+#: The most a batch aims for when a long map of known length allows bigger batches.
+MAX_TARGET_S = 0.5
+#: Batches per slot a long map of known length is cut into (``Pool.map`` uses four per process).
+BATCHES_PER_SLOT = 4
 _MAX_BATCH = 200_000
+
+
+
+# The batch-size rules, as pure functions: ``map`` follows them and ``eugo.hpc.readiness``
+# replays them to predict a map before it runs.
+
+
+def batch_target(per_item: float | None, total: int | None, slots: int) -> float:
+    """Seconds of work per batch: more for a long map of known length (fewer tasks).
+
+    >>> batch_target(None, None, 2), batch_target(0.001, 100, 2), batch_target(0.001, 10**6, 2)
+    (0.05, 0.05, 0.5)
+    """
+    if total is None or per_item is None:
+        return TARGET_S
+    whole = total * per_item / (max(1, slots) * BATCHES_PER_SLOT)
+    return min(MAX_TARGET_S, max(TARGET_S, whole))
+
+
+def auto_batch_size(per_item: float | None, last_size: int, target: float = TARGET_S) -> int:
+    """The next batch size of ``batch_size="auto"``: 1 to probe, then about ``target`` of work,
+    growing at most fourfold per batch while the estimate settles.
+
+    >>> auto_batch_size(None, 0), auto_batch_size(0.001, 1), auto_batch_size(0.001, 100)
+    (1, 4, 50)
+    """
+    if per_item is None:
+        return 1  # the probe
+    ideal = target / max(per_item, 1e-7)
+    return int(max(1, min(ideal, 4 * max(last_size, 1), _MAX_BATCH)))
+
+
+def final_batch_size(size: int, per_item: float, remaining: int, slots: int) -> int:
+    """Once the input is exhausted: spread what remains over two batches per slot at least.
+
+    >>> final_batch_size(50, 0.001, 40, 4)
+    6
+    """
+    floor = max(1, int(TARGET_S / 8 / max(per_item, 1e-7)))
+    return min(size, max(floor, math.ceil(remaining / (2 * max(1, slots)))))
+
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
 _repr.maxother = 60
 
-# Worker side: the (function, shared kwargs) of recent maps, deserialized once per process.
-_payloads: OrderedDict[bytes, tuple[Callable[..., Any], dict[str, Any]]] = OrderedDict()
 
-
-class _Failure:
-    """What a batch sends back when the function raised on one of its items."""
-
-    def __init__(self, index: int, item_repr: str, error: BaseException) -> None:
-        self.index = index
-        self.item_repr = item_repr
-        self.kind = type(error).__name__
-        self.text = str(error)
-        self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        try:
-            self.error: BaseException | None = pickle.loads(pickle.dumps(error))
-        except Exception:  # noqa: BLE001 - an exception that cannot travel is described instead
-            self.error = None
-        self.error_bytes = pickle.dumps(self.error) if self.error is not None else None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["error"] = None  # travels as bytes, restored in __setstate__
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.error = pickle.loads(self.error_bytes) if self.error_bytes else None
-
-
-def _payload(box: list[Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
-    import ray
-
-    key = box[0].binary()
-    hit = _payloads.get(key)
-    if hit is None:
-        hit = ray.get(box[0])
-        _payloads[key] = hit
-        while len(_payloads) > 2:
-            _payloads.popitem(last=False)
-    return hit
-
-
-def _run_batch(box: list[Any], start: int, items: list[Any]) -> Any:
-    """Worker side: apply the function to a batch; returns (results, seconds) or a _Failure."""
-    fn, shared = _payload(box)
-    results = []
-    began = time.perf_counter()
-    for offset, item in enumerate(items):
-        try:
-            results.append(fn(item, **shared) if shared else fn(item))
-        except Exception as exc:  # noqa: BLE001 - reported with the item that caused it
-            return _Failure(start + offset, _repr.repr(item), exc)
-    return results, time.perf_counter() - began
-
-
-_batch_remote: Any = None
+def _run_items(fn: Callable[..., Any], shared: dict[str, Any], unit: tuple[int, list[Any]]) -> Any:
+    """Worker side: ``fn`` on each item of a batch; the results, or a Failure naming the item."""
+    start, items = unit
+    results: list[Any] = []
+    append = results.append  # the loop runs ~10 µs items: keep its per-item cost minimal
+    try:
+        if shared:
+            for item in items:
+                append(fn(item, **shared))
+        else:
+            for item in items:
+                append(fn(item))
+    except Exception as exc:  # noqa: BLE001 - reported with the item that caused it
+        index = start + len(results)
+        shown = _repr.repr(items[len(results)])
+        return Failure(f"item #{index} ({shown})", exc, index=index, label=shown)
+    return results
 
 
 def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], str, dict[str, Any]]:
@@ -120,21 +126,16 @@ def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], st
             "@eugo.hpc.distribute one) to eugo.hpc.map."
         )
     if not callable(fn):
-        raise TypeError(f"eugo.hpc.map needs a function as its first argument, not {type(fn).__name__}.")
+        raise TypeError(
+            f"eugo.hpc.map needs a function as its first argument, not {type(fn).__name__}."
+        )
     label = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    merged = {**defaults, **validate_options(options, "task")}
+    merged = {**defaults, **resolve_options(options, "task")}
     if merged.get("num_returns", 1) != 1:
-        raise OptionsError("num_returns= is not allowed in eugo.hpc.map: each item returns one result.")
+        raise OptionsError(
+            "num_returns= is not allowed in eugo.hpc.map: each item returns one result."
+        )
     return fn, label, merged
-
-
-def _slots(request: Mapping[str, float]) -> int:
-    """How many calls with this request the cluster can run at once."""
-    import ray
-
-    total = ray.cluster_resources()
-    fits = [total.get(name, 0.0) / amount for name, amount in request.items() if amount > 0]
-    return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
 
 
 def _first_unpicklable(items: list[Any], start: int) -> SerializationError | None:
@@ -150,6 +151,83 @@ def _first_unpicklable(items: list[Any], start: int) -> SerializationError | Non
                 "object is made from (a path, a number) and build it inside the function."
             )
     return None
+
+
+class _Items:
+    """The input, read in slices: a sequence is sliced, any other iterable read lazily."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.sequence = items if isinstance(items, (list, tuple, range)) else None
+        self.total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        self.source = None if self.sequence is not None else iter(items)
+        self.buffer: list[Any] = []  # read ahead from a lazy source, not yet batched
+        self.position = 0  # index of the next item to batch
+        self.exhausted = False
+
+    def available(self, want: int) -> int:
+        """Make ``want`` items ready if the input has them; how many are ready."""
+        if self.sequence is not None:
+            ready = len(self.sequence) - self.position
+            self.exhausted = ready <= want
+            return ready
+        if len(self.buffer) < want and not self.exhausted:
+            self.buffer.extend(itertools.islice(self.source, want - len(self.buffer)))  # type: ignore[arg-type]
+            self.exhausted = len(self.buffer) < want
+        return len(self.buffer)
+
+    def take(self, size: int) -> list[Any]:
+        if self.sequence is not None:
+            batch = list(self.sequence[self.position : self.position + size])
+        else:
+            batch, self.buffer = self.buffer[:size], self.buffer[size:]
+        self.position += size
+        return batch
+
+
+class _MapPlanner:
+    """Batch sizes for ``map``: a one-item probe, then batches sized from the measured time."""
+
+    def __init__(self, items: _Items, batch_size: int | str, slots: int) -> None:
+        self.items = items
+        self.fixed = None if batch_size == "auto" else int(batch_size)
+        self.slots = slots
+        self.per_item: float | None = None  # seconds per item, measured on the workers
+        self.measured_items = 0
+        self.measured_seconds = 0.0
+        self.last_size = 0
+        self.probing = False  # the probe is in flight: size nothing else until it is back
+        self.finish_order: list[int] = []  # unit keys as they came back (for ordered=False)
+
+    def waiting_on_results(self) -> bool:
+        return self.probing
+
+    def _size(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        target = batch_target(self.per_item, self.items.total, self.slots)
+        return auto_batch_size(self.per_item, self.last_size, target)
+
+    def next_unit(self) -> Unit | None:
+        size = self._size()
+        ready = self.items.available(size * (self.slots + 1))
+        if self.items.exhausted and self.fixed is None and self.per_item is not None:
+            # The end is in sight: spread what is left over at least two batches per slot.
+            size = final_batch_size(size, self.per_item, ready, self.slots)
+        size = min(size, ready)
+        if size == 0:
+            return None
+        start = self.items.position
+        if self.fixed is None and self.per_item is None:
+            self.probing = True
+        self.last_size = size
+        return Unit(start, size, (start, self.items.take(size)))
+
+    def finished(self, unit: Unit, seconds: float) -> None:
+        self.finish_order.append(unit.key)
+        self.probing = False
+        self.measured_items += unit.size
+        self.measured_seconds += seconds
+        self.per_item = self.measured_seconds / self.measured_items
 
 
 def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
@@ -180,163 +258,54 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     [0, 1, 4, 9, 16]
     >>> eugo.hpc.map(score, rows, shared={"model": model}, num_cpus=2)   # doctest: +SKIP
     """
-    global _batch_remote
     plain, label, opts = _unwrap(fn, options)
     if batch_size != "auto" and (
         isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
     ):
-        raise ValueError(f"batch_size={batch_size!r} is not allowed: use \"auto\" or a whole number, 1 or more.")
+        raise ValueError(
+            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
+        )
     if shared is not None and not isinstance(shared, Mapping):
         raise TypeError(
             "shared= takes a dict of keyword arguments passed to every call, such as "
             "shared={'model': model}; the function is then called as fn(item, model=model)."
         )
-    try:
-        source = iter(items)
-    except TypeError:
-        raise TypeError(f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}.") from None
-    total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+    if not isinstance(items, Sequence) and not hasattr(items, "__iter__"):
+        raise TypeError(
+            f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}."
+        )
+    source = _Items(items)
+    name = f"map({label})"
+    engine = Engine(name, _run_items, plain, shared, opts, progress, source.total, "item")
+    engine.check(stacklevel=2)
+    planner = _MapPlanner(source, batch_size, engine.slots)
 
-    _session.ensure()
-    import ray
+    def failed(failure: Failure, unit: Unit) -> BaseException:
+        located = _data_location.hint(failure.error, unit.ref)  # a path missing on its node
+        return MapItemError(
+            f"{label} raised {failure.kind} on {failure.where}: {failure.text}\n"
+            f"{located + chr(10) if located else ''}"
+            f"Reproduce it here with {label}(item) on that item. Worker traceback:\n"
+            f"{failure.trace}",
+            failure.index,
+            failure.label,
+        )
 
-    request = request_of(opts, "task")
-    submitter = _distribute._Submitter(f"map({label})", opts, "task")
-    submitter.check(stacklevel=2)
-    if _batch_remote is None:
-        _batch_remote = ray.remote(_run_batch)
-    remote = _batch_remote.options(**{"name": f"map({label})", **opts})
-    try:
-        box = [ray.put((plain, dict(shared or {})))]
-    except Exception as exc:
-        from . import _checks
+    def lost(exc: BaseException, unit: Unit) -> BaseException:
+        return MapItemError(
+            f"eugo.hpc.map({label}) lost the batch of items #{unit.key} to "
+            f"#{unit.key + unit.size - 1}: {type(exc).__name__}: {exc}",
+            unit.key,
+            None,
+        )
 
-        explained = _checks.explain_unpicklable(plain, (), dict(shared or {}), exc)
-        raise (explained or exc) from exc
-    slots = _slots(request)
-    limit = max(2, IN_FLIGHT_PER_SLOT * slots)
+    def unsendable(exc: BaseException, unit: Unit) -> BaseException | None:
+        return _first_unpicklable(unit.work[1], unit.key)
 
-    buffer: deque[Any] = deque()
-    exhausted = False
-    next_index = 0
-    in_flight: dict[Any, tuple[int, int]] = {}
-    chunks: dict[int, list[Any]] = {}
-    unordered: list[Any] = []
-    per_item: float | None = None
-    measured_items = 0
-    measured_seconds = 0.0
-    last_size = 0
-    done = 0
-    bar = None
-    began = time.monotonic()
-    show = progress if progress is not None else in_notebook()
-
-    def refill(want: int) -> None:
-        nonlocal exhausted
-        while len(buffer) < want and not exhausted:
-            try:
-                buffer.append(next(source))
-            except StopIteration:
-                exhausted = True
-
-    def next_size() -> int:
-        if batch_size != "auto":
-            size = int(batch_size)
-        elif per_item is None:
-            size = 1  # the probe
-        else:
-            ideal = TARGET_S / max(per_item, 1e-7)
-            size = int(max(1, min(ideal, 4 * max(last_size, 1), _MAX_BATCH)))
-        refill(size * (slots + 1))
-        if exhausted and batch_size == "auto" and per_item is not None:
-            floor = max(1, int(TARGET_S / 8 / max(per_item, 1e-7)))
-            size = min(size, max(floor, math.ceil(len(buffer) / (2 * slots))))
-        return min(size, len(buffer))
-
-    def submit() -> bool:
-        nonlocal next_index, last_size
-        size = next_size()
-        if size == 0:
-            return False
-        batch = [buffer.popleft() for _ in range(size)]
-        recorder = _distribute._recorder
-        try:
-            if recorder is None:
-                ref = remote.remote(box, next_index, batch)
-            else:
-                ref = recorder.submit(f"map({label})", _run_batch, opts, request, (box, next_index, batch), {})
-        except Exception as exc:
-            explained = _first_unpicklable(batch, next_index)
-            if explained is not None:
-                raise explained from exc
-            raise
-        _submissions.remember(ref, submitter.name, submitter.key)
-        in_flight[ref] = (next_index, size)
-        next_index += size
-        last_size = size
-        return True
-
-    def collect(ref: Any) -> None:
-        nonlocal per_item, measured_items, measured_seconds, done
-        start, size = in_flight.pop(ref)
-        try:
-            outcome = ray.get(ref)
-        except Exception as exc:
-            raise MapItemError(
-                f"eugo.hpc.map({label}) lost the batch of items #{start} to #{start + size - 1}: "
-                f"{type(exc).__name__}: {exc}",
-                start,
-                None,
-            ) from exc
-        if isinstance(outcome, _Failure):
-            error = MapItemError(
-                f"{label} raised {outcome.kind} on item #{outcome.index} ({outcome.item_repr}): "
-                f"{outcome.text}\nReproduce it here with {label}(item) on that item. Worker "
-                f"traceback:\n{outcome.trace}",
-                outcome.index,
-                outcome.item_repr,
-            )
-            raise error from outcome.error
-        results, seconds = outcome
-        measured_items += size
-        measured_seconds += seconds
-        per_item = measured_seconds / measured_items
-        if ordered:
-            chunks[start] = results
-        else:
-            unordered.extend(results)
-        done += size
-
-    try:
-        if batch_size == "auto" and submit():
-            collect(next(iter(in_flight)))  # the probe: measure before sizing the rest
-        while True:
-            while len(in_flight) < limit and submit():
-                pass
-            if not in_flight:
-                break
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.25 if show else None)
-            for ref in ready:
-                collect(ref)
-            if show and bar is None and (progress or time.monotonic() - began >= PROGRESS_AFTER):
-                bar = make_bar(total, done, f"eugo.hpc.map({label})")  # type: ignore[arg-type]
-                bar.unit = "item"
-            elif bar is not None:
-                bar.update(done - bar.n)
-    except BaseException:
-        for ref in in_flight:
-            try:
-                ray.cancel(ref)
-            except Exception:  # noqa: BLE001 - best effort: the error that stopped us matters
-                pass
-        raise
-    finally:
-        if bar is not None:
-            bar.update(done - bar.n)
-            bar.close()
-    if not ordered:
-        return unordered
+    results = engine.run(planner, failed, lost, unsendable)
+    if ordered:
+        return list(in_order(results))
     out: list[Any] = []
-    for start in sorted(chunks):
-        out.extend(chunks[start])
+    for key in planner.finish_order:
+        out.extend(results[key])
     return out

@@ -2,7 +2,9 @@
 
 Every rule here raises :class:`~eugo_jupyter.exceptions.OptionsError` with a sentence that names
 the allowed values, *before* anything is submitted. The same rules serve the API, the magics and
-the options widget.
+the options widget. :func:`validate_options` is pure (it never asks the cluster);
+:func:`resolve_options` adds the one rule that must: ``gpu_memory`` sized into ``num_gpus`` on
+the cluster's GPUs, through the sizer that ``gpu`` registers in :mod:`._hooks`.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-import re
 from typing import Any, Mapping
 
+from .._units import parse_memory
 from ..exceptions import OptionsError
+from . import _hooks
 
-__all__ = ["format_options", "parse_memory", "request_of", "validate_options"]
+__all__ = ["format_options", "parse_memory", "request_of", "resolve_options", "validate_options"]
 
 #: The options this project documents; anything else Ray's ``.options()`` takes is passed through.
 DOCUMENTED = (
@@ -54,23 +57,6 @@ RAY_ACTOR_OPTIONS = frozenset(
     }
 )  # fmt: skip
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-_MEMORY_HELP = (
-    'an int of bytes or a string such as "512MiB", "4GB" or "1.5GiB" '
-    "(KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB powers of 1024)"
-)
 # Ray keeps resource quantities in units of 1/10000.
 _RESOURCE_PRECISION = 1e-4
 
@@ -109,29 +95,6 @@ def _check_num_gpus(value: Any) -> float | int:
 def _check_num_cpus(value: Any) -> float | int:
     number = _quantity("num_cpus", value, "a number of CPUs, 0 or more (such as 1, 4 or 0.5)")
     return int(number) if number.is_integer() else number
-
-
-def parse_memory(value: Any, key: str = "memory") -> int:
-    """Bytes from an int or a string with a unit.
-
-    >>> parse_memory("512MiB")
-    536870912
-    >>> parse_memory("4GB")
-    4000000000
-    """
-    if isinstance(value, str):
-        match = _MEMORY_RE.match(value)
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in _UNITS:
-            raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
-        number = float(match.group(1)) * _UNITS[unit]
-    elif _is_real(value) and float(value).is_integer():
-        number = float(value)
-    else:
-        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
-    if math.isnan(number) or math.isinf(number) or number < 0:
-        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {_MEMORY_HELP}.")
-    return int(number)
 
 
 def _check_resources(value: Any) -> dict[str, float]:
@@ -196,6 +159,7 @@ _CHECKS = {
     "num_gpus": _check_num_gpus,
     "memory": parse_memory,
     "object_store_memory": lambda v: parse_memory(v, "object_store_memory"),
+    "gpu_memory": lambda v: parse_memory(v, "gpu_memory"),
     "resources": _check_resources,
     "max_retries": _check_max_retries,
     "retry_exceptions": _check_retry_exceptions,
@@ -209,25 +173,39 @@ def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str
     """Check call-site options and return them in the form Ray's ``.options()`` takes.
 
     ``kind`` is ``"task"`` or ``"actor"`` (actors accept a different set of Ray options).
-    Memory strings become bytes; ``None`` values are dropped (they mean "the default").
+    Memory strings become bytes; ``None`` values are dropped (they mean "the default"). Pure: a
+    ``gpu_memory`` is checked for its form and kept; :func:`resolve_options` sizes it.
 
     >>> validate_options({"num_cpus": 4, "num_gpus": 0.25, "memory": "1GiB"})
     {'num_cpus': 4, 'num_gpus': 0.25, 'memory': 1073741824}
+    >>> validate_options({"gpu_memory": "6GB"})
+    {'gpu_memory': 6000000000}
     """
     allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
-    if "gpu_memory" in options:  # becomes num_gpus, sized on the cluster's GPUs (gpu/sizing.py)
-        from ..gpu.sizing import options_for_gpu_memory
-
-        options = options_for_gpu_memory(options)
     checked: dict[str, Any] = {}
     for key, value in options.items():
-        if key not in allowed:
+        if key not in allowed and key != "gpu_memory":
             raise OptionsError(_unknown_key_message(key, allowed, kind))
         if value is None:
             continue
         check = _CHECKS.get(key)
         checked[key] = check(value) if check else value
     return checked
+
+
+def resolve_options(options: Mapping[str, Any], kind: str = "task") -> dict[str, Any]:
+    """:func:`validate_options`, then ``gpu_memory`` sized into ``num_gpus`` on this cluster.
+
+    What a call site uses before submitting. Without ``gpu_memory`` it asks nothing of the
+    cluster.
+
+    >>> resolve_options({"num_cpus": 2})
+    {'num_cpus': 2}
+    """
+    checked = validate_options(options, kind)  # a malformed value fails before the cluster is asked
+    if checked.get("gpu_memory") is None:
+        return checked
+    return validate_options(_hooks.size_gpu_memory(options), kind)
 
 
 def _unknown_key_message(key: Any, allowed: frozenset[str], kind: str) -> str:

@@ -1,14 +1,23 @@
-"""The one place that reads Ray's cluster state: nodes, their resources, and pending demands.
+"""The one place that uses Ray's private APIs: cluster state, token setup, the published dashboard.
 
 Everything is read from the GCS by address, so the Jupyter server (which is not a Ray driver)
-and a kernel (which is) share the same code. The result is plain data (:class:`Snapshot`).
+and a kernel (which is) share the same code. The results are plain data (:class:`Snapshot`).
+When Ray renames a private module, this is the file to fix.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
-__all__ = ["NodeFacts", "Snapshot", "snapshot"]
+__all__ = [
+    "NodeFacts",
+    "Snapshot",
+    "dashboard_auth_headers",
+    "enable_token_auth",
+    "published_dashboard",
+    "snapshot",
+]
 
 
 @dataclass(frozen=True)
@@ -74,3 +83,49 @@ def snapshot(gcs_address: str, timeout: float = 5) -> Snapshot:
         for bundle in demand.bundles_by_count
     ]
     return Snapshot(nodes=nodes, demands=demands)
+
+
+def enable_token_auth() -> None:
+    """Have this process send the account's Ray token if one exists (Ray's own client setup).
+
+    Quiet: Ray's notice is written for ``ray start``, not for a client. A Ray without token
+    authentication, or without a usable token, is left as it is (Ray's own error then says
+    what to do).
+    """
+    try:
+        from ray._private.authentication import authentication_token_setup as setup
+    except ImportError:  # a Ray without token authentication
+        return
+    quiet = logging.getLogger(setup.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except Exception:  # noqa: BLE001 - without a usable token, Ray's own error says what to do
+        pass
+    finally:
+        quiet.setLevel(level)
+
+
+def dashboard_auth_headers() -> dict[str, str]:
+    """The HTTP header that carries this account's Ray token to a dashboard (empty without)."""
+    try:
+        from ray._private.authentication.http_token_authentication import (
+            get_auth_headers_if_auth_enabled,
+        )
+
+        return dict(get_auth_headers_if_auth_enabled({}))
+    except Exception:  # noqa: BLE001 - a Ray without token auth: no header
+        return {}
+
+
+def published_dashboard(gcs_address: str, timeout: float = 5.0) -> str | None:
+    """The dashboard address a cluster published in its GCS key-value store, or None."""
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+        client = GcsClient(address=gcs_address)
+        value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout)
+    except Exception:  # noqa: BLE001 - a cluster without dashboard is still usable
+        return None
+    return value.decode() if value else None

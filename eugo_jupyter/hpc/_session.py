@@ -17,9 +17,16 @@ from typing import Any
 
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
-from ._watch import keep_process_alive
 
-__all__ = ["Connection", "connection", "ensure", "init", "resolve_address", "shutdown"]
+__all__ = [
+    "Connection",
+    "connection",
+    "ensure",
+    "init",
+    "probe",
+    "resolve_address",
+    "shutdown",
+]
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,30 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+def probe(address: str, timeout: float = 5.0) -> str | None:
+    """Why this process could not switch to the cluster at ``address``, or None if it could.
+
+    Asks without touching the current connection (a TCP connect, then, for a GCS address, a
+    read of the cluster's state), so a caller can try a new cluster first and switch only on
+    success.
+
+    >>> probe("127.0.0.1:1")                 # doctest: +SKIP
+    'No Ray cluster answers at 127.0.0.1:1.'
+    """
+    if not _reachable(address, timeout=min(timeout, 3.0)):
+        return f"No Ray cluster answers at {address}."
+    if address.startswith("ray://") or address in ("auto", "local"):
+        return None  # a Ray client server: only ray.init can tell
+    from ._raystate import snapshot
+
+    use_token_auth()
+    try:
+        snapshot(address, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - whatever the reason, it is not usable now
+        return f"Something answers at {address}, but not as a Ray cluster's GCS ({exc})."
+    return None
 
 
 def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
@@ -119,7 +150,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             ray_kwargs["_temp_dir"] = _private_temp_dir()
         context = ray.init(address="local", **ray_kwargs)
     else:
-        keep_process_alive()  # before Ray reads its config (use_token_auth does)
+        _keep_process_alive()  # before Ray reads its config (use_token_auth does)
         use_token_auth()
         if not target.startswith("ray://") and target not in ("auto", "local"):
             from .._rayprobe import auth_mismatch
@@ -131,14 +162,26 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
 
     secure_token_file()  # an embedded Ray may have just written a new token
     dashboard = context.dashboard_url or None
+    # ray.init returns a RayContext; its annotation says BaseContext, which has no address_info.
+    info = context.address_info  # type: ignore[attr-defined]
     _connection = Connection(
-        address=context.address_info.get("gcs_address") or context.address_info["address"],
+        address=info.get("gcs_address") or info["address"],
         source=source,
         embedded=target is None,
         dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,
     )
     generation += 1
     return _connection
+
+
+def _keep_process_alive() -> None:
+    """Before connecting to a cluster: Ray must not end this process when the cluster dies.
+
+    Ray's driver exits the process once the GCS has been unreachable for
+    ``gcs_rpc_server_reconnect_timeout_s``; a kernel must outlive its cluster, and the waits
+    in _watch notice the loss within seconds instead. An explicit setting is left alone.
+    """
+    os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(7 * 24 * 3600))
 
 
 _own_temp: str | None = None
@@ -167,19 +210,9 @@ def use_token_auth() -> None:
     token when ``RAY_AUTH_MODE=token``; Ray's own ``ray start`` enables it the same way when a
     token exists. An explicit ``RAY_AUTH_MODE`` is left alone.
     """
-    try:
-        from ray._private.authentication import authentication_token_setup as setup
-    except ImportError:  # a Ray without token authentication
-        return
-    quiet = logging.getLogger(setup.__name__)
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # its notice is written for `ray start`, not for a client
-    try:
-        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-    except Exception:  # noqa: BLE001 - without a usable token, Ray's own error says what to do
-        pass
-    finally:
-        quiet.setLevel(level)
+    from ._raystate import enable_token_auth
+
+    enable_token_auth()
 
 
 def _adopt_existing() -> Connection:

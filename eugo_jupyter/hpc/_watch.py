@@ -15,13 +15,13 @@ next call connects again (to the active cluster, or the embedded Ray).
 
 from __future__ import annotations
 
-import os
 import socket
+import time
 from datetime import datetime, timezone
 
 from ..exceptions import ClusterError
 
-__all__ = ["STEP", "gone", "keep_process_alive", "release", "watched_address"]
+__all__ = ["STEP", "Watch", "gone", "raise_if_gone", "release", "watched_address"]
 
 #: Seconds a wait on a cluster runs before the head is asked again whether it is alive.
 STEP = 1.0
@@ -29,16 +29,6 @@ STEP = 1.0
 HUNG_AFTER = 3
 
 _unanswered = 0
-
-
-def keep_process_alive() -> None:
-    """Before connecting to a cluster: Ray must not end this process when the cluster dies.
-
-    Ray's driver exits the process once the GCS has been unreachable for
-    ``gcs_rpc_server_reconnect_timeout_s``; a kernel must outlive its cluster, and the waits
-    here notice the loss within seconds instead. An explicit setting is left alone.
-    """
-    os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(7 * 24 * 3600))
 
 
 def watched_address() -> str | None:
@@ -112,3 +102,29 @@ def release(address: str, reason: str) -> ClusterError:
         "active in the EugoHPC Manager, else the embedded local Ray), or choose one with "
         "eugo.hpc.init(address=...)."
     )
+
+
+def raise_if_gone(address: str | None) -> None:
+    """Raise the ClusterError of :func:`release` if the cluster at ``address`` is gone."""
+    if address is not None:
+        reason = gone(address)
+        if reason is not None:
+            raise release(address, reason) from None
+
+
+class Watch:
+    """For a polling wait loop: :meth:`check` asks the head at most every :data:`STEP` seconds.
+
+    >>> watch = Watch()        # doctest: +SKIP
+    >>> watch.check()          # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self.address = watched_address()
+        self.checked = time.monotonic()
+
+    def check(self) -> None:
+        """Raise ClusterError if the watched cluster is gone (cheap between probes)."""
+        if self.address is not None and time.monotonic() - self.checked >= STEP:
+            raise_if_gone(self.address)
+            self.checked = time.monotonic()

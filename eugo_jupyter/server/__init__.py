@@ -1,6 +1,6 @@
 """The Jupyter server extension of the EugoHPC Manager: registration only.
 
-Routes live in :mod:`.routes`, state in :mod:`.manager`, ``ray start`` in :mod:`.launcher`,
+Routes live in :mod:`.routes`, state in :mod:`.manager`, backends in :mod:`.backends`,
 reading a cluster in :mod:`.monitor`. Jupyter finds it through
 ``eugo_jupyter._jupyter_server_extension_points``; this module is imported only by the server.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float
+from traitlets import Bool, Dict, Float, List, Unicode
 
+from .backends import default_backends
 from .manager import ClusterManager
 from .routes import setup_route_handlers
 
@@ -35,8 +36,35 @@ class EugoManagerExtension(ExtensionApp):
         help="Seconds a `ray start` may take before the launch counts as failed.",
     )
 
+    find_clusters = Bool(
+        True,
+        config=True,
+        help="List Ray heads running on this machine that the Manager did not start (kind "
+        '"found"), so they can be connected to.',
+    )
+    slurm_shared_dir = Unicode(
+        "",
+        config=True,
+        help="Folder on a file system every SLURM node shares, where SLURM clusters keep their "
+        "job scripts, logs and the head's address (default: ~/.eugo/slurm).",
+    )
+    profiles = List(
+        Dict(),
+        config=True,
+        help="Launch profiles offered in the panel (GET /eugo/profiles): each "
+        '{"name": "GPU, 2 nodes, 1 h", "description": "...", "body": {"kind": "slurm", '
+        '"slurm": {"partition": "gpu", "nodes": 2, "walltime": "01:00:00"}}, '
+        '"editable": ["slurm.walltime", "slurm.nodes"]}.',
+    )
+
     def initialize_settings(self) -> None:
-        self.manager = ClusterManager(max_age=self.max_age, launch_timeout=self.launch_timeout)
+        self.manager = ClusterManager(
+            max_age=self.max_age,
+            launch_timeout=self.launch_timeout,
+            backends=default_backends(slurm_dir=self.slurm_shared_dir or None),
+            profiles=list(self.profiles),
+            find_clusters=self.find_clusters,
+        )
 
     def initialize_handlers(self) -> None:
         setup_route_handlers(self.serverapp.web_app, self.manager)

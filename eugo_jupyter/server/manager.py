@@ -1,53 +1,11 @@
-"""The cluster manager: owns every cluster the Jupyter server launched or connected, returns models.
+"""The cluster manager: owns every cluster the Jupyter server launched or connected.
 
-Async, imports no tornado: ``routes.py`` translates HTTP into calls on :class:`ClusterManager`,
-which returns plain JSON-ready dicts ("models"), ``None``/``False`` for an unknown id (HTTP 404),
-and raises :class:`~eugo_jupyter.exceptions.OptionsError` for bad input or
+Async, imports no tornado, and does not know which backend it drives: ``routes.py`` translates
+HTTP into calls on :class:`ClusterManager`, which returns JSON-ready models
+(:func:`.models.make_cluster_model`), ``None``/``False`` for an unknown id (HTTP 404), and raises
+:class:`~eugo_jupyter.exceptions.OptionsError` for bad input or
 :class:`~eugo_jupyter.exceptions.ClusterError` for an impossible action (an unreachable address,
 activating a cluster that is not running): both HTTP 400 with ``{"message": ...}``.
-
-The cluster model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of these)::
-
-    {
-      "id": "c-3f9a2b1c",                # "c-" + 8 hex digits, stable across server restarts
-      "name": "dev",
-      "kind": "local" | "connect",
-      "status": "starting" | "running" | "stopping" | "stopped" | "error",
-                                         # a DELETE that answers 204 removes the cluster from
-                                         # the list, so "stopped" is seen only in passing
-      "error": null | "a sentence saying what went wrong and what to do",
-      "active": false,                   # true: new kernels connect to this cluster
-      "lifetime": "server" | "persistent" | null,   # null for kind "connect" (not ours to stop)
-      "address": "192.0.2.2:52345" | null,   # GCS host:port ("ray://host:port" as given);
-                                         # null while a launch has not started its head yet
-      "dashboard_url": "http://127.0.0.1:52346" | null,   # Ray's own port (this machine only)
-      "dashboard_proxy": "eugo/clusters/c-3f9a2b1c/dashboard/" | null,  # relative to the server's
-                                         # base_url: the dashboard behind Jupyter's auth
-      "created": "2026-11-29T16:20:00+00:00",
-      "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
-      "spec": {                          # what was asked for; null for kind "connect"
-        "head": {"num_cpus": 2, "num_gpus": 0, "memory": null, "object_store_memory": null},
-        "workers": [{"num_cpus": 1, "num_gpus": 1, "memory": null, "object_store_memory": null}]
-      },
-      "resources": {                     # sums over alive nodes, for the resource bars
-        "total":     {"CPU": 3.0, "GPU": 1.0, "memory": 1.2e10, ...},
-        "available": {"CPU": 2.0, "GPU": 1.0, "memory": 1.2e10, ...}
-      },
-      "nodes": [
-        {"node_id": "ab12...", "address": "192.0.2.2", "is_head": true, "alive": true,
-         "resources_total": {"CPU": 2.0, "memory": ..., "object_store_memory": ...},
-         "resources_available": {"CPU": 1.0, ...},
-         "gpus": [                         # real devices read through NVML (empty when none)
-           {"index": 0, "name": "NVIDIA H200", "memory_total": 150e9, "memory_used": 1e9,
-            "utilization": 12.0}]}
-      ],
-      "tasks": {"pending": 0, "running": 1, "finished": 10000, "failed": 0},
-      "waiting": [
-        {"request": {"CPU": 1.0, "GPU": 1.0}, "count": 1, "infeasible": true,
-         "reason": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU; launch or ...",
-         "functions": []}
-      ]
-    }
 
 Monitoring is read at most every ``max_age`` seconds (2 by default) and off the event loop. A
 request that finds it older starts a new read; while polls come steadily it answers at once with
@@ -56,157 +14,47 @@ cluster's task history is; after a pause (data over ``3 * max_age`` old) it wait
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
-values and says why in ``error`` (status stays "running" for a launched cluster whose processes
-are alive; a connected cluster that stops answering turns "error").
+values and says why in ``error`` (status stays "running" for a launched cluster whose backend
+still sees it; a connected cluster that stops answering turns "error"). A launched cluster that
+ends by itself (SLURM's wall time, processes killed) turns "stopped" with the reason in
+``error``; its record is removed at once, so kernels no longer pick it.
+
+Clusters found on this machine but not started here (``discovery.py``) are listed after the
+manager's own, as kind "found"; DELETE stops one only with ``confirm=True``. A launched cluster
+may carry an idle timeout and a maximum lifetime (``expiry.py``), watched by a task of its own.
+
+Usable without the panel or HTTP, from any asyncio code (a notebook cell can ``await``):
+
+>>> manager = ClusterManager()
+>>> model = await manager.create({"kind": "slurm", "slurm": {"nodes": 2}})  # doctest: +SKIP
+>>> model = await manager.wait_until_running(model["id"])                      # doctest: +SKIP
+>>> await manager.activate(model["id"])                                         # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import math
-import re
+import copy
+import os
 import secrets
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import _rayprobe, records
-from .._raytoken import secure_token_file
+from .. import records
 from .._tempdirs import remove_ours
-from ..exceptions import ClusterError, OptionsError
-from ..hpc._options import parse_memory
-from . import launcher, limits, monitor, proxy_policy, watchdog
+from ..exceptions import ClusterError, ConfirmationError, OptionsError
+from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
+from .backends import Backend, Observed, PlanModel, Spec, default_backends
+from .models import ClusterModel, make_cluster_model
+from .profiles import apply_profile, check_profile
 
-__all__ = ["ClusterManager", "parse_connect", "parse_launch"]
+__all__ = ["ClusterManager"]
 
 STATUSES = ("starting", "running", "stopping", "stopped", "error")
-LIFETIMES = ("server", "persistent")
-MAX_WORKERS = 32
-MAX_CPUS = 1024
-MAX_GPUS = 64
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
-_ADDRESS_RE = re.compile(
-    r"^(?P<scheme>ray://)?(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])"
-    r":(?P<port>[0-9]{1,5})$"
-)
-_NODE_KEYS = ("num_cpus", "num_gpus", "memory", "object_store_memory")
-
-
-# ---------------------------------------------------------------- input validation (400s)
-
-
-def _keys(body: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise OptionsError(
-            f"Unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in "
-            f"{where}; allowed: {', '.join(allowed)}."
-        )
-
-
-def _count(value: Any, key: str, where: str, low: int, high: int) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (isinstance(value, float) and (math.isnan(value) or not value.is_integer()))
-    ):
-        raise OptionsError(
-            f"{where}.{key}={value!r} is not allowed: give a whole number from {low} to {high}."
-        )
-    if not low <= value <= high:
-        raise OptionsError(
-            f"{where}.{key}={value!r} is out of range: give a whole number from {low} to {high}."
-        )
-    return int(value)
-
-
-def _node(value: Any, where: str, default_cpus: int) -> launcher.NodeSpec:
-    if not isinstance(value, dict):
-        raise OptionsError(
-            f'{where} must be an object such as {{"num_cpus": 1, "num_gpus": 0}}, not {value!r}.'
-        )
-    _keys(value, _NODE_KEYS, where)
-    cpus = _count(value.get("num_cpus", default_cpus), "num_cpus", where, 0, MAX_CPUS)
-    gpus = _count(value.get("num_gpus", 0), "num_gpus", where, 0, MAX_GPUS)
-    memory = value.get("memory")
-    store = value.get("object_store_memory")
-    memory = None if memory is None else parse_memory(memory, f"{where}.memory")
-    store = None if store is None else parse_memory(store, f"{where}.object_store_memory")
-    limits.check_node_memory(memory, store, where)
-    return launcher.NodeSpec(
-        num_cpus=cpus, num_gpus=gpus, memory=memory, object_store_memory=store
-    )
-
-
-def _name(value: Any, default: str) -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
-        raise OptionsError(
-            f"name={value!r} is not allowed: use 1 to 64 letters, digits, spaces, '.', '_' or '-', "
-            "starting with a letter or digit."
-        )
-    return value
-
-
-def parse_launch(
-    body: dict[str, Any],
-) -> tuple[str, launcher.NodeSpec, list[launcher.NodeSpec], str]:
-    """Check a ``{"kind": "local", ...}`` body; returns (name, head, workers, lifetime).
-
-    >>> parse_launch({"kind": "local", "head": {"num_cpus": 2}})[1]
-    NodeSpec(num_cpus=2, num_gpus=0, memory=None, object_store_memory=None)
-    """
-    _keys(body, ("kind", "name", "head", "workers", "lifetime"), "a local launch")
-    name = _name(body.get("name"), "local")
-    head = _node(body.get("head", {}), "head", default_cpus=1)
-    workers_in = body.get("workers", [])
-    if not isinstance(workers_in, list):
-        raise OptionsError(
-            f'workers must be a list of nodes such as [{{"num_cpus": 1}}], not {workers_in!r}.'
-        )
-    if len(workers_in) > MAX_WORKERS:
-        raise OptionsError(
-            f"{len(workers_in)} worker nodes is too many: at most {MAX_WORKERS} on one machine."
-        )
-    workers = [_node(w, f"workers[{i}]", default_cpus=1) for i, w in enumerate(workers_in)]
-    for i, worker in enumerate(workers):
-        if worker.num_cpus == 0 and worker.num_gpus == 0:
-            raise OptionsError(
-                f"workers[{i}] offers nothing: give it num_cpus or num_gpus above 0."
-            )
-    lifetime = body.get("lifetime", "server")
-    if lifetime not in LIFETIMES:
-        raise OptionsError(
-            f'lifetime={lifetime!r} is not allowed: "server" (stops with the Jupyter server) or '
-            '"persistent" (outlives it; shut it down from the panel).'
-        )
-    return name, head, workers, str(lifetime)
-
-
-def parse_connect(body: dict[str, Any]) -> tuple[str, str]:
-    """Check a ``{"kind": "connect", "address": ...}`` body; returns (name, address).
-
-    >>> parse_connect({"kind": "connect", "address": "10.0.0.5:6379"})
-    ('10.0.0.5:6379', '10.0.0.5:6379')
-    """
-    _keys(body, ("kind", "name", "address", "dashboard"), "a connect request")
-    address = body.get("address")
-    match = _ADDRESS_RE.fullmatch(address.strip()) if isinstance(address, str) else None
-    if match is None or not 1 <= int(match.group("port")) <= 65535:
-        raise OptionsError(
-            f"address={address!r} is not allowed: give host:port of the head's GCS (for example "
-            "10.0.0.5:6379, as printed by `ray start --head`) or ray://host:10001."
-        )
-    address = address.strip()
-    return _name(body.get("name"), address), address
-
-
-# ---------------------------------------------------------------- state
 
 
 def _now() -> str:
@@ -215,43 +63,77 @@ def _now() -> str:
 
 @dataclass
 class _Cluster:
-    record: dict[str, Any]
+    record: dict[str, Any]  # what is on disk; the backend keeps its own keys here
     status: str
     error: str | None = None
     monitoring: dict[str, Any] = field(default_factory=monitor.empty)
+    backend_state: dict[str, Any] | None = None  # the model's key named after the kind
     updated: str | None = None
     read_at: float = 0.0
     refreshing: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
+    limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
+    watching: asyncio.Task[None] | None = None
 
     @property
     def id(self) -> str:
         return str(self.record["id"])
 
+    @property
+    def kind(self) -> str:
+        return str(self.record.get("kind"))
+
+
+def _new_record(cluster_id: str, spec: Spec) -> dict[str, Any]:
+    """The one place a cluster's record starts; backends add their keys when they start."""
+    return {
+        "id": cluster_id,
+        "name": spec.name,
+        "kind": spec.kind,
+        "address": None,
+        "dashboard_url": None,
+        "created": _now(),
+        "lifetime": spec.lifetime,
+        "server_pid": os.getpid(),
+        "pids": [],
+        "spec": spec.to_model(),
+        "status": "starting",
+    }
+
 
 class ClusterManager:
-    """Launch, connect, monitor, activate and stop clusters; every method returns JSON models.
+    """Launch, connect, monitor, scale, activate and stop clusters; methods return models.
 
-    >>> manager = ClusterManager()
-    >>> model = await manager.create({"kind": "local", "head": {"num_cpus": 2}})   # doctest: +SKIP
-    >>> model["status"]                                                             # doctest: +SKIP
-    'starting'
+    ``profiles`` are launch profiles an administrator offers (see :meth:`profiles`).
     """
 
     def __init__(
-        self, max_age: float = 2.0, launch_timeout: float = 180.0, read_timeout: float = 5.0
+        self,
+        max_age: float = 2.0,
+        launch_timeout: float = 180.0,
+        read_timeout: float = 5.0,
+        backends: dict[str, Backend] | None = None,
+        profiles: list[dict[str, Any]] | None = None,
+        find_clusters: bool = True,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
         self.stale_after = 0.0
-        # `ray start` and shutdown take seconds to minutes: a pool of their own, so they never
+        self.backends = backends if backends is not None else default_backends()
+        self._profiles = [check_profile(p, self.backends) for p in profiles or []]
+        # Launches and shutdowns take seconds to minutes: a pool of their own, so they never
         # queue the quick monitoring reads (which use the loop's default pool).
         self._slow = ThreadPoolExecutor(max_workers=4, thread_name_prefix="eugo-launch")
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
         self._watchdog: Any = None
+        # Found clusters (heads on this machine the manager did not start): the last scan.
+        self.find_clusters = find_clusters
+        self._found: dict[str, tuple[discovery.Found, str | None]] = {}
+        self._found_at = 0.0
+        self._dashboards: dict[str, str | None] = {}
 
     # -- lifecycle of the manager itself
 
@@ -264,98 +146,92 @@ class ClusterManager:
         """Find the clusters a previous server left: adopt the alive ones, forget the dead."""
         loop = asyncio.get_running_loop()
         for record in records.list_records():
-            if record["id"] in self._clusters:
+            backend = self.backends.get(str(record.get("kind")))
+            if record["id"] in self._clusters or backend is None:
                 continue
-            if record.get("kind") == "connect":
-                url = _checked_dashboard(record.get("dashboard_url"), str(record["address"]))
-                record = {**record, "dashboard_url": url}  # a record may predate the check
-                self._clusters[record["id"]] = _Cluster(record=record, status="running")
-                continue
-            pgids = [int(p) for p in record.get("pgids", [])]
-            temp_dir = str(record.get("temp_dir", ""))
-            alive = bool(temp_dir) and bool(
-                await loop.run_in_executor(None, launcher.owned_groups, pgids, temp_dir)
-            )
-            answers = (
-                alive
-                and bool(record.get("address"))
-                and await loop.run_in_executor(None, monitor.reachable, str(record.get("address")))
-            )
-            if answers:
-                record = {**record, "server_pid": _pid(), "status": "running"}
-                records.write_record(record)
-                self._clusters[record["id"]] = _Cluster(record=record, status="running")
-                if record.get("lifetime") == "server":
-                    self._register_atexit()
-            else:
-                if alive:  # half a cluster: its head is gone, so nothing can use the rest
-                    await loop.run_in_executor(self._slow, launcher.stop, pgids, temp_dir)
+            status = await loop.run_in_executor(self._slow, backend.adopt, record)
+            if status is None:
                 records.delete_record(record["id"])
-                remove_ours(str(record["id"]), temp_dir)  # its logs and sockets: ours to remove
+                _remove_temp(record)  # its logs and sockets: ours to remove
+                continue
+            record = {**record, "server_pid": os.getpid(), "status": status}
+            records.write_record(record)
+            cluster = _Cluster(record=record, status=status)
+            self._clusters[cluster.id] = cluster
+            self._watch(cluster, record.get("expiry"))
+            if record.get("lifetime") == "server":
+                self._register_atexit()
+            if status == "starting":
+                cluster.launching = asyncio.ensure_future(self._await_up(cluster, backend))
+
+    def _stops_with_server(self, cluster: _Cluster) -> bool:
+        backend = self.backends.get(cluster.kind)
+        owned = bool(backend and backend.owns_processes)
+        return owned and cluster.record.get("lifetime") == "server"
 
     async def close(self) -> None:
         """The Jupyter server is stopping: stop the clusters launched with lifetime "server"."""
-        ours = [
-            c
-            for c in self._clusters.values()
-            if c.record.get("kind") == "local" and c.record.get("lifetime") == "server"
-        ]
+        for cluster in self._clusters.values():
+            if cluster.watching is not None:
+                cluster.watching.cancel()
+        ours = [c for c in self._clusters.values() if self._stops_with_server(c)]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
+        for cluster in self._clusters.values():  # the others outlive us: stop watching them
+            for task in (cluster.launching, cluster.refreshing):
+                if task is not None and not task.done():
+                    task.cancel()
         watchdog.end(self._watchdog)
 
     def close_sync(self) -> None:
         """Like :meth:`close`, for interpreter exit (no event loop)."""
         for cluster in list(self._clusters.values()):
-            if cluster.record.get("kind") == "local" and cluster.record.get("lifetime") == "server":
-                if cluster.status in ("stopped",):
-                    continue
-                left = launcher.stop(_pgids(cluster), str(cluster.record.get("temp_dir", "")))
-                if not left:
-                    records.delete_record(cluster.id)
-                    self._clusters.pop(cluster.id, None)
+            if not self._stops_with_server(cluster) or cluster.status == "stopped":
+                continue
+            if not self.backends[cluster.kind].stop(cluster.record):
+                records.delete_record(cluster.id)
+                self._clusters.pop(cluster.id, None)
 
     def _register_atexit(self) -> None:
         if not self._atexit:
             atexit.register(self.close_sync)
             self._atexit = True
             # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes.
-            self._watchdog = watchdog.start(_pid())
+            self._watchdog = watchdog.start(os.getpid())
 
     # -- models
 
-    def _model(self, cluster: _Cluster) -> dict[str, Any]:
-        record = cluster.record
+    def _model(self, cluster: _Cluster) -> ClusterModel:
         active = records.active_record()
-        return {
-            "id": cluster.id,
-            "name": record.get("name"),
-            "kind": record.get("kind"),
-            "status": cluster.status,
-            "error": cluster.error,
-            "active": bool(active and active.get("id") == cluster.id),
-            "lifetime": record.get("lifetime"),
-            "address": record.get("address"),
-            "dashboard_url": record.get("dashboard_url"),
-            "dashboard_proxy": (
-                f"eugo/clusters/{cluster.id}/dashboard/" if record.get("dashboard_url") else None
-            ),
-            "created": record.get("created"),
-            "updated": cluster.updated,
-            "spec": record.get("spec"),
-            **cluster.monitoring,
-        }
+        backend = self.backends.get(cluster.kind)
+        model = make_cluster_model(
+            cluster.record,
+            cluster.status,
+            error=cluster.error,
+            active_id=str(active["id"]) if active else None,
+            monitoring=cluster.monitoring,
+            updated=cluster.updated,
+            backend_state=cluster.backend_state,
+            scalable=bool(backend and backend.scalable),
+        )
+        model["expiry"] = cluster.limits.to_model(time.time()) if cluster.limits else None
+        return model
 
-    async def list_clusters(self) -> list[dict[str, Any]]:
+    async def list_clusters(self) -> list[ClusterModel]:
         """Every cluster this server knows, oldest first, with fresh monitoring."""
         await self._ensure_started()
         clusters = list(self._clusters.values())
-        await asyncio.gather(*(self._fresh(c) for c in clusters))
-        return [self._model(c) for c in clusters if c.id in self._clusters]
+        await asyncio.gather(*(self._fresh(c) for c in clusters), self._scan_found())
+        return [self._model(c) for c in clusters if c.id in self._clusters] + [
+            _found_model(found, dashboard) for found, dashboard in self._found.values()
+        ]
 
-    async def get_cluster(self, cluster_id: str, fresh: bool = False) -> dict[str, Any] | None:
+    async def get_cluster(self, cluster_id: str, fresh: bool = False) -> ClusterModel | None:
         """One cluster's model, or None for an unknown id; ``fresh=True`` waits for a new read."""
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            await self._scan_found()
+            return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
         if cluster is None:
             return None
         if fresh:
@@ -363,13 +239,61 @@ class ClusterManager:
         await self._fresh(cluster)
         return self._model(cluster)
 
+    async def wait_until_running(
+        self, cluster_id: str, timeout: float | None = None
+    ) -> ClusterModel:
+        """Wait for a launch to be up; raises ClusterError with the card's sentence if it fails.
+
+        >>> model = await manager.wait_until_running("c-3f9a2b1c")   # doctest: +SKIP
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            model = await self.get_cluster(cluster_id, fresh=True)
+            if model is None:
+                raise ClusterError(f"No cluster with id {cluster_id!r}.")
+            if model["status"] == "running":
+                return model
+            if model["status"] in ("stopped", "error") and not self._blocked(cluster_id):
+                raise ClusterError(model["error"] or f"The cluster is {model['status']}.")
+            if deadline is not None and time.monotonic() > deadline:
+                raise ClusterError(
+                    f"Cluster {cluster_id} is still {model['status']} after {timeout:g} s"
+                    + (f": {model['error']}" if model["error"] else ".")
+                )
+            await asyncio.sleep(0.5)
+
+    def _blocked(self, cluster_id: str) -> bool:
+        cluster = self._clusters.get(cluster_id)
+        return bool(cluster and cluster.launching and not cluster.launching.done())
+
+    # -- profiles and previews
+
+    def profiles(self) -> list[dict[str, Any]]:
+        """The launch profiles this server offers (``GET /eugo/profiles``); see
+        :mod:`.profiles`."""
+        return copy.deepcopy(self._profiles)
+
+    def _validate(self, body: Any) -> tuple[Backend, Spec]:
+        if isinstance(body, dict) and "profile" in body:
+            body = apply_profile(body, self._profiles)
+        kind = requests.body_kind(body, tuple(self.backends))
+        backend = self.backends[kind]
+        return backend, backend.validate(body)
+
+    async def preview(self, body: Any) -> PlanModel:
+        """What a launch body would run (job scripts, commands); nothing is started."""
+        backend, spec = self._validate(body)
+        return backend.plan(spec).to_model(spec)
+
     # -- monitoring
 
     async def _fresh(self, cluster: _Cluster) -> None:
         """Re-read the cluster if its data is older than ``max_age`` (one read at a time)."""
         if cluster.status not in ("running", "error") or not cluster.record.get("address"):
             return
-        if cluster.record["kind"] == "local" and cluster.status == "error" and not cluster.updated:
+        if cluster.launching is not None and not cluster.launching.done():
+            return  # the launch loop reads it until it is up
+        if cluster.status == "error" and not cluster.updated and cluster.kind != "connect":
             return  # failed to launch: nothing to read
         if time.monotonic() - cluster.read_at < self.max_age:
             return
@@ -387,7 +311,34 @@ class ClusterManager:
             except asyncio.TimeoutError:
                 pass
 
+    async def _observe(self, cluster: _Cluster) -> Observed:
+        """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
+        loop = asyncio.get_running_loop()
+        backend = self.backends[cluster.kind]
+        observed = await loop.run_in_executor(None, backend.state, cluster.record)
+        cluster.backend_state = observed.detail
+        changed = {
+            key: value
+            for key, value in (
+                ("address", observed.address),
+                ("dashboard_url", observed.dashboard_url),
+            )
+            if value and cluster.record.get(key) != value
+        }
+        if changed:
+            cluster.record.update(changed)
+            self._save(cluster)
+        if observed.ended and cluster.status not in ("stopping", "stopped"):
+            cluster.status, cluster.error = "stopped", observed.ended
+            records.delete_record(cluster.id)
+            _remove_temp(cluster.record)
+        return observed
+
     async def _refresh(self, cluster: _Cluster) -> None:
+        if self.backends[cluster.kind].owns_processes:
+            await self._observe(cluster)
+            if cluster.status == "stopped":
+                return
         address = str(cluster.record["address"])
         loop = asyncio.get_running_loop()
         if address.startswith("ray://"):
@@ -402,206 +353,184 @@ class ClusterManager:
             )
             return
         try:
-            data = await asyncio.wait_for(
-                loop.run_in_executor(
-                    None,
-                    monitor.read,
-                    address,
-                    cluster.record.get("dashboard_url"),
-                    self.read_timeout,
-                ),
-                timeout=self.read_timeout * 3,
-            )
+            data = await self._read(cluster)
         except Exception as exc:  # noqa: BLE001 - any failure to read becomes a sentence
             cluster.read_at = time.monotonic()
-            await self._read_failed(cluster, exc)
+            detail = _sentence(exc)
+            if cluster.kind == "connect":
+                cluster.status = "error"
+                cluster.error = (
+                    f"The cluster at {address} does not answer ({detail}). "
+                    "It may have been stopped; remove it or connect again."
+                )
+            else:
+                cluster.error = f"Could not read the cluster's state just now: {detail}"
             return
-        if data["tasks"] is None:
-            data["tasks"] = cluster.monitoring["tasks"]
-        cluster.monitoring = data
-        cluster.updated = _now()
-        cluster.read_at = time.monotonic()
+        self._took(cluster, data)
         cluster.status, cluster.error = "running", None
 
-    async def _read_failed(self, cluster: _Cluster, exc: BaseException) -> None:
-        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        if cluster.record["kind"] == "connect":
-            cluster.status = "error"
-            cluster.error = (
-                f"The cluster at {cluster.record['address']} does not answer ({detail}). "
-                "It may have been stopped; remove it or connect again."
-            )
-            return
+    async def _read(self, cluster: _Cluster) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        left = await loop.run_in_executor(
-            None, launcher.owned_groups, _pgids(cluster), str(cluster.record.get("temp_dir", ""))
+        return await asyncio.wait_for(
+            loop.run_in_executor(
+                None,
+                monitor.read,
+                str(cluster.record["address"]),
+                cluster.record.get("dashboard_url"),
+                self.read_timeout,
+            ),
+            timeout=self.read_timeout * 3,
         )
-        if not left:
-            cluster.status = "error"
-            cluster.error = (
-                "The cluster's processes are gone (stopped outside the manager, or killed). "
-                "Remove it and launch a new one."
-            )
-        else:
-            cluster.error = f"Could not read the cluster's state just now: {detail}"
+
+    def _took(self, cluster: _Cluster, data: dict[str, Any]) -> None:
+        if data["tasks"] is None:
+            data["tasks"] = cluster.monitoring["tasks"]
+        cluster.monitoring, cluster.updated = data, _now()
+        cluster.read_at = time.monotonic()
 
     # -- actions
 
-    async def create(self, body: Any) -> dict[str, Any]:
-        """Launch (``kind: local``) or connect (``kind: connect``); raises OptionsError on bad input."""
-        await self._ensure_started()
-        if not isinstance(body, dict):
-            raise OptionsError(
-                'The request body must be a JSON object such as {"kind": "local", "head": '
-                '{"num_cpus": 2}} or {"kind": "connect", "address": "host:port"}.'
-            )
-        kind = body.get("kind")
-        if kind == "local":
-            return await self.launch(*parse_launch(body))
-        if kind == "connect":
-            dashboard = proxy_policy.parse_user_dashboard(body.get("dashboard"))
-            return await self.connect(*parse_connect(body), dashboard=dashboard)
-        raise OptionsError(f'kind={kind!r} is not allowed: use "local" (launch) or "connect".')
+    async def create(self, body: Any) -> ClusterModel:
+        """Launch or connect, by the body's ``kind``; raises OptionsError on bad input.
 
-    async def launch(
-        self, name: str, head: launcher.NodeSpec, workers: list[launcher.NodeSpec], lifetime: str
-    ) -> dict[str, Any]:
-        """Start a local cluster in the background; returns its model with status "starting"."""
-        cluster_id = f"c-{secrets.token_hex(4)}"
-        record = {
-            "id": cluster_id,
-            "name": name,
-            "kind": "local",
-            "address": None,
-            "dashboard_url": None,
-            "created": _now(),
-            "lifetime": lifetime,
-            "server_pid": _pid(),
-            "pids": [],
-            "pgids": [],
-            # Short on purpose: Ray puts unix sockets under it (108-byte limit).
-            "temp_dir": f"{tempfile.gettempdir()}/eugo-{cluster_id}",
-            "spec": {"head": head.to_model(), "workers": [w.to_model() for w in workers]},
-            "status": "starting",
-        }
-        records.write_record(record)
+        A launch returns at once with status "starting" and goes on in the background; a
+        connect checks the address first and raises ClusterError within seconds if nothing
+        answers there.
+        """
+        await self._ensure_started()
+        limits = None
+        if isinstance(body, dict) and ("idle_timeout" in body or "max_lifetime" in body):
+            limits = dict(zip(("idle_timeout", "max_lifetime"), expiry.parse_limits(body)))
+            body = {k: v for k, v in body.items() if k not in ("idle_timeout", "max_lifetime")}
+        backend, spec = self._validate(body)
+        if limits and not backend.owns_processes:
+            raise OptionsError(
+                f"idle_timeout and max_lifetime apply to clusters the Manager launches, not to "
+                f"kind {spec.kind!r} (not ours to stop); leave them out."
+            )
+        record = _new_record(f"c-{secrets.token_hex(4)}", spec)
         cluster = _Cluster(record=record, status="starting")
-        self._clusters[cluster_id] = cluster
-        if lifetime == "server":
+        if backend.starts_quickly:  # a refusal (bad address, bad partition) is this call's error
+            loop = asyncio.get_running_loop()
+            record.update(
+                await loop.run_in_executor(
+                    self._slow, backend.start, spec, record, self.launch_timeout
+                )
+            )
+        if not backend.owns_processes:
+            record["status"] = cluster.status = "running"
+            records.write_record(record)
+            self._clusters[cluster.id] = cluster
+            await self._fresh(cluster)
+            return self._model(cluster)
+        self._clusters[cluster.id] = cluster
+        self._watch(cluster, limits)
+        records.write_record(record)
+        if spec.lifetime == "server":
             self._register_atexit()
-        cluster.launching = asyncio.ensure_future(self._launch(cluster, head, workers))
+        started = backend.starts_quickly
+        if started:
+            await self._observe(cluster)  # the card shows the submitted jobs at once
+        cluster.launching = asyncio.ensure_future(self._launch(cluster, backend, spec, started))
         return self._model(cluster)
 
-    async def _launch(
-        self, cluster: _Cluster, head: launcher.NodeSpec, workers: list[launcher.NodeSpec]
-    ) -> None:
+    async def _launch(self, cluster: _Cluster, backend: Backend, spec: Spec, started: bool) -> None:
         loop = asyncio.get_running_loop()
-        temp_dir = str(cluster.record["temp_dir"])
-        try:
-            started = await loop.run_in_executor(
-                self._slow, launcher.launch, head, workers, temp_dir, self.launch_timeout
-            )
-        except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
-            cluster.status, cluster.error = "error", _sentence(exc)
-            self._save(cluster)
-            return
-        cluster.record.update(
-            address=started.gcs_address,
-            dashboard_url=started.dashboard_url,
-            pgids=started.pgids,
-            pids=started.pgids,
-        )
-        self._save(cluster)
-        # Nodes register with the GCS a moment after `ray start` returns: running means all are up.
-        want = 1 + len(workers)
-        deadline = time.monotonic() + self.launch_timeout
-        while cluster.status == "starting":
+        if not started:
             try:
-                data = await loop.run_in_executor(
-                    None,
-                    monitor.read,
-                    started.gcs_address,
-                    started.dashboard_url,
-                    self.read_timeout,
+                updates = await loop.run_in_executor(
+                    self._slow, backend.start, spec, cluster.record, self.launch_timeout
                 )
-            except Exception:  # noqa: BLE001 - the GCS may not answer yet
-                data = None
-            if data and sum(n["alive"] for n in data["nodes"]) >= want:
-                if data["tasks"] is None:
-                    data["tasks"] = cluster.monitoring["tasks"]
-                cluster.monitoring, cluster.updated = data, _now()
-                cluster.read_at = time.monotonic()
-                cluster.status = "running"
-                break
-            if time.monotonic() > deadline:
+            except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
+                cluster.status, cluster.error = "error", _sentence(exc)
+                self._save(cluster)
+                return
+            cluster.record.update(updates)
+            self._save(cluster)
+        await self._await_up(cluster, backend)
+
+    async def _await_up(self, cluster: _Cluster, backend: Backend) -> None:
+        """Wait until every node the backend expects has joined Ray, or say why not."""
+        deadline = time.monotonic() + self.launch_timeout
+        while cluster.status in ("starting", "error"):
+            observed = await self._observe(cluster)
+            if cluster.status not in ("starting", "error"):
+                break  # ended, or a shutdown began
+            if observed.blocked:
+                cluster.status, cluster.error = "error", observed.blocked
+            elif cluster.status == "error" and time.monotonic() <= deadline:
+                cluster.status, cluster.error = "starting", None  # the scheduler changed its mind
+            if observed.waiting or observed.blocked:
+                deadline = time.monotonic() + self.launch_timeout  # queued: SLURM's time, not ours
+            elif observed.address:
+                try:
+                    data = await self._read(cluster)
+                except Exception:  # noqa: BLE001 - the GCS may not answer yet
+                    data = None
+                if data:
+                    self._took(cluster, data)  # the card shows the nodes as they join
+                if data and sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
+                    cluster.status, cluster.error = "running", None
+                    break
+            if time.monotonic() > deadline and not observed.blocked:
+                # Said, but not final: a node that joins later still makes the cluster run.
                 cluster.status = "error"
                 cluster.error = (
-                    f"Only some of the {want} nodes registered within {self.launch_timeout:g} s. "
-                    "Shut this cluster down and launch again, with fewer nodes."
+                    f"Only some of the {observed.nodes_expected} nodes registered within "
+                    f"{self.launch_timeout:g} s. Wait, or shut this cluster down and launch "
+                    "again, with fewer nodes."
                 )
-                break
-            await asyncio.sleep(0.25)
-        self._save(cluster)
+                self._save(cluster)
+            # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
+            slow = observed.waiting or observed.blocked or cluster.status == "error"
+            await asyncio.sleep(self.max_age if slow else 0.5)
+        if cluster.status != "stopped":
+            self._save(cluster)
 
-    async def connect(
-        self, name: str, address: str, dashboard: str | None = None
-    ) -> dict[str, Any]:
-        """Attach to an existing cluster; raises ClusterError within seconds if nothing answers.
+    def _running(self, cluster_id: str) -> _Cluster | None:
+        cluster = self._clusters.get(cluster_id)
+        if cluster is not None and cluster.status != "running":
+            raise ClusterError(
+                f"Cluster {cluster.record.get('name')!r} is {cluster.status}; this needs a "
+                "running cluster. Wait until it is running."
+            )
+        return cluster
 
-        ``dashboard`` is one the user gave; without it, the one the head publishes is used only
-        if it is on the head's own host (see :mod:`.proxy_policy`).
-        """
+    async def activate(self, cluster_id: str) -> ClusterModel | None:
+        """Mark a running cluster as the one new kernels connect to; None for an unknown id."""
+        await self._ensure_started()
+        cluster = self._running(cluster_id)
+        if cluster is None:
+            return None
+        records.set_active(cluster.record)
+        return self._model(cluster)
+
+    async def _scale(self, cluster_id: str, add: bool, node: str = "") -> ClusterModel | None:
+        await self._ensure_started()
+        cluster = self._running(cluster_id)
+        if cluster is None:
+            return None
+        backend = self.backends[cluster.kind]
+        if not backend.scalable:
+            raise ClusterError(
+                f"A {cluster.kind} cluster cannot add or remove nodes; launch a new one instead."
+            )
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, secure_token_file)
-        if not await loop.run_in_executor(None, monitor.reachable, address, 3.0):
-            raise ClusterError(
-                f"No Ray cluster answers at {address}: nothing accepts connections there. Check "
-                "the host and the port (the head's GCS port, 6379 unless changed, as printed by "
-                "`ray start --head`), and that this machine can reach it."
-            )
-        if dashboard is not None and _checked_dashboard(dashboard, address) is None:
-            raise ClusterError(
-                f"dashboard={dashboard!r} is not on the cluster's head ({address}): the server "
-                "sends this account's Ray token to the dashboard it proxies, so it must be on "
-                "the head's own host. Give the head's dashboard, or leave dashboard out."
-            )
-        given = dashboard is not None
-        problem = await loop.run_in_executor(None, _protocol_problem, address)
-        if problem:
-            raise ClusterError(problem)
-        if not address.startswith("ray://"):
-            try:
-                await asyncio.wait_for(
-                    loop.run_in_executor(None, monitor.read, address, None, 3.0), timeout=8
-                )
-            except Exception as exc:  # noqa: BLE001
-                raise ClusterError(
-                    f"Something answers at {address}, but not as a Ray cluster's GCS "
-                    f"({_sentence(exc)}). Give the head's GCS address (host:port), or "
-                    "ray://host:10001 for a Ray client server."
-                ) from None
-            if not given:
-                published = await loop.run_in_executor(None, monitor.dashboard_of, address, 3.0)
-                dashboard = _checked_dashboard(published, address)
-        cluster_id = f"c-{secrets.token_hex(4)}"
-        record = {
-            "id": cluster_id,
-            "name": name,
-            "kind": "connect",
-            "address": address,
-            "dashboard_url": dashboard,
-            "created": _now(),
-            "lifetime": None,
-            "server_pid": _pid(),
-            "pids": [],
-            "spec": None,
-            "status": "running",
-        }
-        records.write_record(record)
-        cluster = _Cluster(record=record, status="running")
-        self._clusters[cluster_id] = cluster
+        call = backend.add_node if add else backend.remove_node
+        args = (cluster.record,) if add else (cluster.record, node)
+        cluster.record.update(await loop.run_in_executor(self._slow, call, *args))
+        self._save(cluster)
+        cluster.read_at = 0.0
         await self._fresh(cluster)
         return self._model(cluster)
+
+    async def add_node(self, cluster_id: str) -> ClusterModel | None:
+        """Add one worker node (a SLURM job); None for an unknown id."""
+        return await self._scale(cluster_id, True)
+
+    async def remove_node(self, cluster_id: str, node: str) -> ClusterModel | None:
+        """Remove worker node ``node`` (a SLURM job id); None for an unknown id."""
+        return await self._scale(cluster_id, False, node)
 
     async def dashboard_target(self, cluster_id: str) -> tuple[str, dict[str, str]] | None:
         """Where the cluster's dashboard answers and the headers that authenticate to it.
@@ -612,54 +541,48 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         url = cluster.record.get("dashboard_url") if cluster else None
-        if cluster and cluster.record.get("kind") == "connect":
-            # Checked again on every use: a record may predate the check, or have been edited.
+        if cluster is not None and not self.backends[cluster.kind].owns_processes:
+            # A connected cluster's dashboard: checked again on every use (a record may predate
+            # the check, or have been edited), so the token goes only to the head's own host.
             url = _checked_dashboard(url, str(cluster.record.get("address")))
+        if cluster is None and cluster_id in self._found:
+            url = self._found[cluster_id][1]
         if not url:
             return None
         loop = asyncio.get_running_loop()
         headers = await loop.run_in_executor(None, monitor.auth_headers)
         return str(url).rstrip("/"), headers
 
-    async def activate(self, cluster_id: str) -> dict[str, Any] | None:
-        """Mark a running cluster as the one new kernels connect to; None for an unknown id."""
-        await self._ensure_started()
-        cluster = self._clusters.get(cluster_id)
-        if cluster is None:
-            return None
-        if cluster.status != "running":
-            raise ClusterError(
-                f"Cluster {cluster.record.get('name')!r} is {cluster.status}; only a running "
-                "cluster can be made active. Wait until it is running."
-            )
-        records.set_active(cluster.record)
-        return self._model(cluster)
-
-    async def delete(self, cluster_id: str) -> bool:
+    async def delete(self, cluster_id: str, confirm: bool = False) -> bool:
         """Shut a launched cluster down (detach a connected one); False for an unknown id.
 
         Returns once every process the cluster started is gone; raises ClusterError otherwise.
+        A found cluster (not started here) is stopped only with ``confirm=True``; without it,
+        ConfirmationError.
         """
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
+        if cluster is None and cluster_id.startswith("f-"):
+            return await self._stop_found(cluster_id, confirm)
         if cluster is None:
             return False
         await self._stop(cluster)
         return True
 
     async def _stop(self, cluster: _Cluster) -> None:
-        if cluster.record.get("kind") == "local":
+        backend = self.backends.get(cluster.kind)
+        if backend is not None and backend.owns_processes:
             cluster.status = "stopping"
             if cluster.launching is not None and not cluster.launching.done():
-                await asyncio.shield(cluster.launching)  # its processes must exist to be stopped
+                # A local launch must finish for its processes to be stopped; a queued SLURM
+                # launch loop stops by itself once the status is "stopping".
+                await asyncio.shield(cluster.launching)
                 cluster.status = "stopping"
             loop = asyncio.get_running_loop()
-            left = await loop.run_in_executor(
-                self._slow, launcher.stop, _pgids(cluster), str(cluster.record.get("temp_dir", ""))
-            )
+            left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
             if left:
                 cluster.status = "error"
-                cluster.error = f"{len(left)} processes did not stop: pids {left[:10]}."
+                cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}."
                 self._save(cluster)
                 raise ClusterError(cluster.error)
             cluster.status = "stopped"
@@ -669,34 +592,142 @@ class ClusterManager:
     def _save(self, cluster: _Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
 
+    # -- idle timeout and maximum lifetime (see expiry.py)
 
-def _protocol_problem(address: str) -> str | None:
-    """Why connecting to ``address`` would fail in a confusing way, or None (blocking)."""
-    if address.startswith("ray://"):
-        if _rayprobe.speaks_ray_client(address, 5.0):
-            return None
-        return (
-            f"Something answers at {address}, but not as a Ray client server. Give the address "
-            "of the head's client server (ray://host:10001 by default), or the GCS address "
-            "(host:port) without ray://."
+    def _watch(self, cluster: _Cluster, limits: dict[str, Any] | None) -> None:
+        if not limits or not (limits.get("idle_timeout") or limits.get("max_lifetime")):
+            return
+        cluster.limits = expiry.Expiry(
+            idle_timeout=limits.get("idle_timeout"),
+            max_lifetime=limits.get("max_lifetime"),
+            started=limits.get("started"),
         )
-    monitor.auth_headers()  # sets this process's auth mode, as a connection would
-    return _rayprobe.auth_mismatch(address, 5.0)
+        cluster.record["expiry"] = cluster.limits.to_record()
+        cluster.watching = asyncio.ensure_future(self._watch_loop(cluster))
+
+    async def _watch_loop(self, cluster: _Cluster) -> None:
+        """Look at the cluster every few seconds, whether or not anyone polls the panel."""
+        limit = cluster.limits
+        assert limit is not None
+        loop = asyncio.get_running_loop()
+        interval = expiry.check_interval(limit.idle_timeout, limit.max_lifetime)
+        while cluster.id in self._clusters and not limit.fired:
+            await asyncio.sleep(interval)
+            if cluster.status != "running":
+                continue
+            if limit.started is None:  # the lifetime counts from the moment it runs
+                limit.started = time.time()
+                cluster.record["expiry"] = limit.to_record()
+                self._save(cluster)
+            busy = await loop.run_in_executor(
+                None,
+                expiry.busy,
+                str(cluster.record["address"]),
+                cluster.record.get("dashboard_url"),
+                self.read_timeout,
+            )
+            if cluster.status == "running" and limit.observe(busy, time.time()):
+                await self._expire(cluster)
+
+    async def _expire(self, cluster: _Cluster) -> None:
+        """A limit fired: stop every node, keep the card with the reason until it is removed."""
+        assert cluster.limits is not None
+        cluster.status = "stopping"
+        loop = asyncio.get_running_loop()
+        backend = self.backends[cluster.kind]
+        left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
+        cluster.status = "error" if left else "stopped"
+        cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}." if left else None
+        cluster.monitoring = monitor.empty()
+        cluster.record["stop_reason"] = cluster.limits.reason()
+        active = records.active_record()
+        if active and active.get("id") == cluster.id:
+            records.clear_active()  # new kernels must not pick a stopped cluster
+        self._save(cluster)
+
+    # -- found clusters (see discovery.py)
+
+    async def _scan_found(self) -> None:
+        if not self.find_clusters or time.monotonic() - self._found_at < self.max_age:
+            return
+        self._found_at = time.monotonic()
+        loop = asyncio.get_running_loop()
+        heads = await loop.run_in_executor(None, discovery.scan)
+        known = {str(c.record.get("address")) for c in self._clusters.values()}
+        temp_dirs = [
+            str(c.record["temp_dir"]) for c in self._clusters.values() if c.record.get("temp_dir")
+        ]
+        found = {}
+        for head in heads:
+            port = head.address.rpartition(":")[2]
+            if (
+                head.address in known
+                or any(head.session_dir.startswith(f"{d}/") for d in temp_dirs)
+                or any(a.endswith(f":{port}") and a.split(":")[0] in _LOOPBACK for a in known)
+            ):
+                continue
+            if head.address not in self._dashboards:
+                self._dashboards[head.address] = await loop.run_in_executor(
+                    None, monitor.dashboard_of, head.address, 3.0
+                )
+            found[head.id] = (head, self._dashboards[head.address])
+        self._found = found
+
+    async def _stop_found(self, cluster_id: str, confirm: bool) -> bool:
+        self._found_at = 0.0
+        await self._scan_found()
+        if cluster_id not in self._found:
+            return False
+        head, _ = self._found[cluster_id]
+        if not confirm:
+            raise ConfirmationError(
+                f"The Ray cluster at {head.address} (temp folder {head.temp_dir}) was not started "
+                "by the EugoHPC Manager, so it is not shut down unasked: someone may be using it. "
+                "To stop it anyway, confirm (DELETE with ?confirm=true; the panel asks you first), "
+                "or Connect to it instead."
+            )
+        loop = asyncio.get_running_loop()
+        left = await loop.run_in_executor(self._slow, discovery.stop, head)
+        self._found_at = 0.0
+        if left:
+            raise ClusterError(f"{len(left)} processes did not stop: pids {left[:10]}.")
+        self._found.pop(cluster_id, None)
+        return True
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _found_model(found: discovery.Found, dashboard: str | None) -> ClusterModel:
+    """The model of a head the manager did not start: Connect to use it; never ours to stop."""
+    model = make_cluster_model(
+        {
+            "id": found.id,
+            "name": f"found at {found.address}",
+            "kind": "found",
+            "address": found.address,
+            "dashboard_url": dashboard,
+        },
+        "running",
+    )
+    model["expiry"] = None
+    model["found"] = {
+        "temp_dir": found.temp_dir,
+        "session_dir": found.session_dir,
+        "pid": found.pid,
+    }
+    return model
+
+
+def _remove_temp(record: dict[str, Any]) -> None:
+    """Remove a forgotten cluster's temp folder, if it is exactly one we created."""
+    if record.get("temp_dir"):
+        remove_ours(str(record["id"]), str(record["temp_dir"]))
 
 
 def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
     """A dashboard a connected cluster published, if the token may go there (else None)."""
     return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())
-
-
-def _pgids(cluster: _Cluster) -> list[int]:
-    return [int(p) for p in cluster.record.get("pgids", [])]
-
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
 
 
 def _sentence(exc: BaseException) -> str:

@@ -1,8 +1,8 @@
 """What the panel shows about a cluster, read in the server: nodes, GPUs, task counts, waiting.
 
 Blocking functions (the manager runs them in a thread and caches the result). Nodes and pending
-demands come from the GCS through :func:`eugo_jupyter.hpc._raystate.snapshot`, the verdicts from
-:func:`eugo_jupyter.hpc._feasibility.waiting_from`, task counts from Ray's state API (which goes
+demands come from the GCS through :func:`eugo_jupyter.hpc._internal.snapshot`, the verdicts from
+:func:`eugo_jupyter.hpc._internal.waiting_from`, task counts from Ray's state API (which goes
 through the dashboard), GPUs through NVML for nodes on this machine.
 
 >>> read("192.0.2.2:6379", "http://127.0.0.1:8265")["tasks"]      # doctest: +SKIP
@@ -15,9 +15,14 @@ import functools
 import socket
 from typing import Any
 
-from ..hpc._feasibility import waiting_from
-from ..hpc._raystate import snapshot
-from ..hpc._session import use_token_auth
+from .. import _nvml
+from ..hpc._internal import (
+    dashboard_auth_headers,
+    published_dashboard,
+    snapshot,
+    use_token_auth,
+    waiting_from,
+)
 
 __all__ = ["auth_headers", "dashboard_of", "empty", "local_ips", "reachable", "read"]
 
@@ -45,14 +50,7 @@ def _use_token_auth() -> None:
 def auth_headers() -> dict[str, str]:
     """The HTTP header that carries this account's Ray token to a dashboard (empty without)."""
     _use_token_auth()
-    try:
-        from ray._private.authentication.http_token_authentication import (
-            get_auth_headers_if_auth_enabled,
-        )
-
-        return dict(get_auth_headers_if_auth_enabled({}))
-    except Exception:  # noqa: BLE001 - a Ray without token auth: no header
-        return {}
+    return dashboard_auth_headers()
 
 
 def reachable(address: str, timeout: float = 3.0) -> bool:
@@ -69,16 +67,9 @@ def reachable(address: str, timeout: float = 3.0) -> bool:
 def dashboard_of(gcs_address: str, timeout: float = 5.0) -> str | None:
     """The dashboard URL a cluster published in its GCS, or None if it has none."""
     _use_token_auth()
-    try:
-        from ray._raylet import GcsClient
-
-        client = GcsClient(address=gcs_address)
-        value = client.internal_kv_get(b"dashboard", b"dashboard", timeout=timeout)
-    except Exception:  # noqa: BLE001 - a cluster without dashboard is still usable
+    url = published_dashboard(gcs_address, timeout)
+    if not url:
         return None
-    if not value:
-        return None
-    url = value.decode()
     return url if "://" in url else f"http://{url}"
 
 
@@ -96,33 +87,8 @@ def local_ips() -> set[str]:
 
 def _nvml_gpus() -> list[dict[str, Any]]:
     """This machine's GPUs as NVML sees them; empty without a driver or a device."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVIDIA driver here
-        return []
-    try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            util = pynvml.nvmlDeviceGetUtilizationRates(handle)
-            gpus.append(
-                {
-                    "index": index,
-                    "name": name.decode() if isinstance(name, bytes) else str(name),
-                    "memory_total": int(memory.total),
-                    "memory_used": int(memory.used),
-                    "utilization": float(util.gpu),
-                }
-            )
-        return gpus
-    finally:
-        pynvml.nvmlShutdown()
+    keys = ("index", "name", "memory_total", "memory_used", "utilization")
+    return [{k: d.get(k) for k in keys} for d in _nvml.devices(utilization=True)["devices"]]
 
 
 def _task_counts(dashboard_url: str | None, timeout: int) -> dict[str, int]:

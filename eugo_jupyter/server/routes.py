@@ -14,13 +14,16 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from ..exceptions import ClusterError, OptionsError
+from ..exceptions import ClusterError, ConfirmationError, OptionsError
 from . import limits
 from .manager import ClusterManager
 
 __all__ = ["setup_route_handlers"]
 
-_ID = r"(?P<cluster_id>[A-Za-z0-9][A-Za-z0-9_-]{0,63})"
+# "preview" is a route of its own (mounted first), and cluster ids start with "c-": no id is
+# ever "preview".
+_ID = r"(?P<cluster_id>(?!preview/?$)[A-Za-z0-9][A-Za-z0-9_-]{0,63})"
+_JOB = r"(?P<node>[A-Za-z0-9_.-]{1,64})"
 
 
 class _Base(APIHandler):
@@ -66,8 +69,61 @@ class ClustersHandler(_Base):
         self._reply(model, 201)
 
 
+class PreviewHandler(_Base):
+    """``POST /eugo/clusters/preview``: the plan (job scripts, commands) of a launch body."""
+
+    @tornado.web.authenticated
+    async def post(self) -> None:
+        try:
+            plan = await self.manager.preview(self._body())
+        except (OptionsError, ClusterError) as exc:
+            raise _bad_request(exc) from None
+        self._reply(plan)
+
+
+class ProfilesHandler(_Base):
+    """``GET /eugo/profiles``: the launch profiles the server's configuration offers."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        self._reply(self.manager.profiles())
+
+
+class NodesHandler(_Base):
+    """``POST /eugo/clusters/{id}/nodes`` adds a worker node (201 with the model);
+    ``DELETE /eugo/clusters/{id}/nodes/{node}`` removes one (200 with the model)."""
+
+    @tornado.web.authenticated
+    async def post(self, cluster_id: str, node: str | None = None) -> None:
+        if node:
+            raise tornado.web.HTTPError(405, "POST adds a node: send it to .../nodes.")
+        try:
+            model = await self.manager.add_node(cluster_id)
+        except (OptionsError, ClusterError) as exc:
+            raise _bad_request(exc) from None
+        if model is None:
+            self._not_found(cluster_id)
+        self._reply(model, 201)
+
+    @tornado.web.authenticated
+    async def delete(self, cluster_id: str, node: str | None = None) -> None:
+        if not node:
+            raise tornado.web.HTTPError(400, "Name the node to remove: DELETE .../nodes/{job id}.")
+        try:
+            model = await self.manager.remove_node(cluster_id, node)
+        except (OptionsError, ClusterError) as exc:
+            raise _bad_request(exc) from None
+        if model is None:
+            self._not_found(cluster_id)
+        self._reply(model)
+
+
 class ClusterHandler(_Base):
-    """``GET /eugo/clusters/{id}`` reads; ``DELETE`` shuts down (or detaches) and answers 204."""
+    """``GET /eugo/clusters/{id}`` reads; ``DELETE`` shuts down (or detaches) and answers 204.
+
+    A found cluster (not started by the Manager) is only shut down with ``?confirm=true``; without
+    it the answer is 409 with a sentence saying so.
+    """
 
     @tornado.web.authenticated
     async def get(self, cluster_id: str) -> None:
@@ -78,8 +134,11 @@ class ClusterHandler(_Base):
 
     @tornado.web.authenticated
     async def delete(self, cluster_id: str) -> None:
+        confirm = self.get_argument("confirm", "").lower() in ("1", "true", "yes")
         try:
-            found = await self.manager.delete(cluster_id)
+            found = await self.manager.delete(cluster_id, confirm=confirm)
+        except ConfirmationError as exc:  # a found cluster: not ours to stop unasked
+            raise tornado.web.HTTPError(409, str(exc)) from None
         except ClusterError as exc:
             raise tornado.web.HTTPError(500, str(exc)) from None
         if not found:
@@ -150,8 +209,14 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
         ".*$",
         [
             (url_path_join(base_url, "eugo", "clusters") + r"/?", ClustersHandler),
+            (url_path_join(base_url, "eugo", "clusters", "preview") + r"/?", PreviewHandler),
+            (url_path_join(base_url, "eugo", "profiles") + r"/?", ProfilesHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID) + r"/?", ClusterHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID, "activate") + r"/?", ActivateHandler),
+            (
+                url_path_join(base_url, "eugo", "clusters", _ID, "nodes") + f"(?:/{_JOB})?/?",
+                NodesHandler,
+            ),
             (
                 url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?",
                 DashboardHandler,

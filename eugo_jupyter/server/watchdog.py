@@ -88,31 +88,38 @@ def wait_for_exit(pid: int) -> None:
 def orphans_of(server_pid: int) -> list[dict[str, object]]:
     """Records of the "server" clusters that the (dead) server ``server_pid`` owned."""
     from .. import records
+    from .backends import default_backends
 
+    # Every backend that starts processes (local, SLURM jobs, ssh hosts): not connected ones.
+    owning = {kind for kind, backend in default_backends().items() if backend.owns_processes}
     return [
         record
         for record in records.list_records()
-        if record.get("kind") == "local"
+        if record.get("kind") in owning
         and record.get("lifetime") == "server"
         and record.get("server_pid") == server_pid
     ]
 
 
-def stop_orphans(server_pid: int) -> list[int]:
-    """Stop the clusters of a dead server; returns the pids that would not stop (empty: all)."""
+def stop_orphans(server_pid: int) -> list[str]:
+    """Stop the clusters of a dead server; returns what would not stop (empty: all stopped)."""
     from .. import records
-    from .launcher import stop
+    from .._tempdirs import remove_ours
+    from .backends import default_backends
 
-    left: list[int] = []
+    backends = default_backends()
+    left: list[str] = []
     for record in orphans_of(server_pid):
-        pgids = [int(p) for p in record.get("pgids", []) or []]  # type: ignore[union-attr]
-        temp_dir = str(record.get("temp_dir") or "")
-        if not temp_dir:
-            continue
-        # A launch cut short has no pgids yet: its `ray start` processes carry the temp dir.
-        late = stop(pgids, temp_dir)
+        # A local launch cut short has no pgids yet: its `ray start` processes carry the temp
+        # dir, which the local backend's stop looks for.
+        try:
+            late = backends[str(record["kind"])].stop(record)
+        except Exception as exc:  # noqa: BLE001 - the other clusters must still be stopped
+            late = [f"{record['id']}: {exc}"]
         if not late:
             records.delete_record(str(record["id"]))
+            if record.get("temp_dir"):
+                remove_ours(str(record["id"]), str(record["temp_dir"]))
         left += late
     return left
 

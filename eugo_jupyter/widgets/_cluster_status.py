@@ -9,6 +9,8 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from ..exceptions import ClusterError
+
 __all__ = ["ClusterStatus"]
 
 
@@ -50,7 +52,7 @@ class ClusterStatus(widgets.VBox):
 
         try:
             if self.refreshes and not sys.modules["ray"].is_initialized():
-                raise RuntimeError("not connected")
+                raise ClusterError("not connected")
             info = hpc.cluster()
             bundle = info._repr_mimebundle_()
             body, text = bundle["text/html"], bundle["text/plain"]

@@ -9,8 +9,9 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from .._units import parse_memory
 from ..exceptions import OptionsError
-from ..hpc import _options
+from ..hpc import _internal
 
 __all__ = ["ResourceOptions"]
 
@@ -27,16 +28,14 @@ def _diagnose(options: dict[str, Any]) -> str | None:
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
         return None  # never connect just to draw a widget
-    from ..hpc import _checks
-
-    snap = _checks.current_snapshot()
+    snap = _internal.current_snapshot()
     if snap is None:
         return None
     try:
-        checked = _options.validate_options(options)  # gpu_memory is sized on the cluster here
+        checked = _internal.resolve_options(options)  # gpu_memory is sized on the cluster here
     except OptionsError as exc:
         return str(exc)
-    return _checks.infeasible_message(_options.request_of(checked), snap)
+    return _internal.infeasible_message(_internal.request_of(checked), snap)
 
 
 class ResourceOptions(widgets.VBox):
@@ -118,7 +117,7 @@ class ResourceOptions(widgets.VBox):
     # -- validation: the API's rules, as trait errors with the API's sentence
     def _check(self, key: str, value: Any) -> Any:
         try:
-            _options.validate_options({key: value})
+            _internal.validate_options({key: value})
         except OptionsError as exc:
             raise traitlets.TraitError(str(exc)) from None
         return value
@@ -141,7 +140,7 @@ class ResourceOptions(widgets.VBox):
         if value is None:
             return None
         try:  # the format only: sizing needs the cluster, which a widget never connects to
-            _options.parse_memory(value, "gpu_memory")
+            parse_memory(value, "gpu_memory")
         except OptionsError as exc:
             raise traitlets.TraitError(str(exc)) from None
         return value
@@ -171,7 +170,7 @@ class ResourceOptions(widgets.VBox):
         if self.memory:
             options["memory"] = self.memory
         self.set_trait("value", options)
-        self.set_trait("code", _options.format_options(options))
+        self.set_trait("code", _internal.format_options(options))
         self._code_view.value = f"<code>{html.escape(self.code)}</code>"
         try:
             problem = _diagnose(options)

@@ -9,6 +9,8 @@ from typing import Any, Callable
 import ipywidgets as widgets
 import traitlets
 
+from .._units import format_bytes
+
 __all__ = ["ALL_GPU_NODES", "GPUCheck"]
 
 #: The node choice that probes every alive node with a GPU.
@@ -18,18 +20,18 @@ Runner = Callable[..., list[Any]]
 
 
 def _gib(value: Any) -> str:
-    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+    return "-" if value is None else format_bytes(value)
 
 
 def _gpu_nodes() -> list[tuple[str, str]]:
     """(label, node id) of every alive GPU node, if this kernel is connected; else none."""
     import ray
 
-    from ..hpc import _checks
+    from ..hpc import _internal
 
     if not ray.is_initialized():
         return []
-    snap = _checks.current_snapshot(max_age=0)
+    snap = _internal.current_snapshot(max_age=0)
     return [
         (f"{n.node_id[:8]} ({n.total.get('GPU', 0):g} GPU, {n.address})", n.node_id)
         for n in (snap.alive_nodes if snap else [])
@@ -52,7 +54,7 @@ class GPUCheck(widgets.VBox):
     num_gpus = traitlets.Float(1.0, help="GPUs each probe requests: a fraction below 1 or a whole number.")
     node = traitlets.Unicode(ALL_GPU_NODES, help="A node id to probe, or 'all GPU nodes'.")
     running = traitlets.Bool(False, help="True while Verify is running.", read_only=True)
-    results = traitlets.List(help="One dict per probe (GPUReport.as_dict()), from the last Verify.")
+    results: traitlets.List[Any] = traitlets.List(help="One dict per probe (GPUReport.as_dict()), from the last Verify.")
     error = traitlets.Unicode("", help="The error of the last Verify, if it failed.")
 
     def __init__(self, num_gpus: float = 1.0, node: str = ALL_GPU_NODES, *,
@@ -124,7 +126,7 @@ class GPUCheck(widgets.VBox):
             runner = self._runner
             if runner is None:
                 from ..gpu.check import check_nodes as runner
-            reports = runner(num_gpus, nodes, timeout=self._timeout)
+            reports = runner(num_gpus, nodes, timeout=self._timeout)  # type: ignore[misc]
             self.results = [dict(r) for r in reports]
             passed = sum(bool(r["ok"]) for r in self.results)
             self._status.value = (

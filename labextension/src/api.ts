@@ -2,8 +2,10 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { IRunFindings } from './panel/findings';
+
 export type ClusterStatus = 'starting' | 'running' | 'stopping' | 'stopped' | 'error';
-export type ClusterKind = 'local' | 'connect';
+export type ClusterKind = 'local' | 'connect' | 'ssh' | 'found' | 'slurm';
 export type Lifetime = 'server' | 'persistent';
 
 /** One GPU on a node, as NVML reports it (fields absent where NVML is not available). */
@@ -65,6 +67,70 @@ export interface ICluster {
   updated?: string | null;
   /** Sums over alive nodes (`{}` until the first read). */
   resources?: { total?: Record<string, number>; available?: Record<string, number> };
+  /** True: the card offers Add node / Remove node. */
+  scalable?: boolean;
+  /** The SLURM side, for kind "slurm". */
+  slurm?: ISlurmState;
+  /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
+  findings?: IRunFindings[];
+}
+
+/** One SLURM job of a cluster: the head's or a worker's. */
+export interface ISlurmJob {
+  id: string;
+  role: 'head' | 'worker';
+  state: string;
+  /** For a pending job, SLURM's reason as a sentence. */
+  reason: string | null;
+  nodes: string[];
+  /** Seconds until the wall time ends (null when SLURM does not say). */
+  time_left: number | null;
+}
+
+export interface ISlurmState {
+  dir?: string | null;
+  walltime?: string | null;
+  jobs: ISlurmJob[];
+  error?: string;
+}
+
+export interface ISlurmSpec {
+  partition?: string;
+  account?: string;
+  walltime: string;
+  nodes: number;
+  cpus_per_node: number;
+  gpus_per_node: number;
+  memory_per_node?: string;
+  extra?: string;
+}
+
+export interface ISlurmRequest {
+  kind: 'slurm';
+  name: string;
+  lifetime: Lifetime;
+  slurm: ISlurmSpec;
+  /** A launch profile the server offers; its fixed fields win. */
+  profile?: string;
+}
+
+/** A launch profile from the server's configuration (`GET /eugo/profiles`). */
+export interface IProfile {
+  name: string;
+  description: string;
+  kind: string;
+  body: { kind: string; slurm?: Partial<ISlurmSpec>; [key: string]: unknown };
+  /** Fields the user may change, as "slurm.walltime" paths. */
+  editable: string[];
+}
+
+/** What a launch would run (`POST /eugo/clusters/preview`); nothing is started. */
+export interface IPlan {
+  kind: string;
+  name: string;
+  summary: string;
+  scripts: { name: string; count: number; text: string }[];
+  commands: string[][];
 }
 
 export interface INodeSpec {
@@ -74,13 +140,16 @@ export interface INodeSpec {
   object_store_memory?: number | null;
 }
 
-export interface ILaunchRequest {
+export interface ILocalRequest {
   kind: 'local';
   name: string;
   head: INodeSpec;
   workers: INodeSpec[];
   lifetime: Lifetime;
 }
+
+/** Any launch body: local nodes on this machine or SLURM jobs. */
+export type ILaunchRequest = ILocalRequest | ISlurmRequest;
 
 export interface IConnectRequest {
   kind: 'connect';
@@ -142,11 +211,23 @@ export const launchCluster = (request: ILaunchRequest): Promise<ICluster> =>
 export const connectCluster = (request: IConnectRequest): Promise<ICluster> =>
   requestAPI<ICluster>('clusters', jsonBody('POST', request));
 
+export const previewLaunch = (request: ILaunchRequest): Promise<IPlan> =>
+  requestAPI<IPlan>('clusters/preview', jsonBody('POST', request));
+
+export const listProfiles = (): Promise<IProfile[]> => requestAPI<IProfile[]>('profiles');
+
+export const addNode = (id: string): Promise<ICluster> =>
+  requestAPI<ICluster>(path(id, 'nodes'), { method: 'POST' });
+
+export const removeNode = (id: string, node: string): Promise<ICluster> =>
+  requestAPI<ICluster>(path(id, 'nodes', encodeURIComponent(node)), { method: 'DELETE' });
+
 export const activateCluster = (id: string): Promise<ICluster> =>
   requestAPI<ICluster>(path(id, 'activate'), { method: 'POST' });
 
-export const shutdownCluster = (id: string): Promise<void> =>
-  requestAPI<void>(path(id), { method: 'DELETE' });
+/** `confirm`: the user agreed to stop a cluster the Manager did not start (kind "found"). */
+export const shutdownCluster = (id: string, confirm = false): Promise<void> =>
+  requestAPI<void>(path(id) + (confirm ? '?confirm=true' : ''), { method: 'DELETE' });
 
 /**
  * The dashboard link as the browser should open it: through the Jupyter server (behind its

@@ -5,12 +5,14 @@ import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 
 import {
   activateCluster,
+  addNode,
   connectCluster,
   dashboardHref,
   ICluster,
   IConnectRequest,
   ILaunchRequest,
   launchCluster,
+  removeNode,
   shutdownCluster
 } from './api';
 import { ClusterStore } from './model';
@@ -24,6 +26,8 @@ export namespace CommandIDs {
   export const insertCode = 'eugo:insert-connection-code';
   export const openDashboard = 'eugo:open-dashboard';
   export const refresh = 'eugo:refresh-clusters';
+  export const addNode = 'eugo:add-node';
+  export const removeNode = 'eugo:remove-node';
 }
 
 /** The code a notebook runs to use this cluster (what "Insert connection code" inserts). */
@@ -31,7 +35,7 @@ export function connectionCode(cluster: ICluster): string {
   return [
     'import eugo_jupyter as eugo',
     '',
-    `# ${cluster.name}: ${cluster.kind === 'local' ? 'launched from' : 'connected in'} the EugoHPC Manager`,
+    `# ${cluster.name}: ${cluster.kind === 'connect' ? 'connected in' : 'launched from'} the EugoHPC Manager`,
     `eugo.hpc.init(address=${JSON.stringify(cluster.address ?? '')})`
   ].join('\n');
 }
@@ -84,16 +88,16 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
   });
 
   commands.addCommand(CommandIDs.launch, {
-    label: 'Launch Local Cluster',
-    caption: 'Start a Ray head and worker nodes on this machine',
+    label: 'Launch Cluster',
+    caption: 'Start a Ray head and worker nodes on this machine or as SLURM jobs',
     execute: async args => {
       const request = args as unknown as ILaunchRequest;
-      if (!request?.head) {
+      if (!request?.kind) {
         show(); // from the palette: the form is in the sidebar
         return;
       }
       try {
-        const model = await launchCluster({ ...request, kind: 'local' });
+        const model = await launchCluster(request);
         store.upsert(model);
         return model;
       } catch (error) {
@@ -131,22 +135,54 @@ export function addCommands({ app, store, notebooks, show }: ICommandContext): v
       if (!c) {
         return;
       }
-      const launched = c.kind === 'local';
+      const launched = c.kind !== 'connect';
       const verb = launched ? 'Shut down' : 'Detach';
       const result = await showDialog({
         title: `${verb} ${c.name}?`,
-        body: launched
-          ? 'Every Ray process of this cluster stops; running tasks and objects in its store are lost.'
-          : 'The cluster keeps running; this server and new kernels stop using it.',
+        body:
+          c.kind === 'found'
+            ? 'The EugoHPC Manager did not start this cluster: someone may be using it. Its processes on this machine stop.'
+            : launched
+              ? c.kind === 'slurm'
+                ? 'Its SLURM jobs are cancelled (scancel); running tasks and objects are lost.'
+                : 'Every Ray process of this cluster stops; running tasks and objects in its store are lost.'
+              : 'The cluster keeps running; this server and new kernels stop using it.',
         buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: verb })]
       });
       if (!result.button.accept) {
         return;
       }
       await guarded(c.id, `Could not ${verb.toLowerCase()} ${c.name}`, async () => {
-        await shutdownCluster(c.id);
+        await shutdownCluster(c.id, c.kind === 'found');
         store.remove(c.id);
       });
+    }
+  });
+
+  commands.addCommand(CommandIDs.addNode, {
+    label: args => label(args, 'Add Node to'),
+    caption: 'Submit one more worker job; the node joins when SLURM starts it',
+    isEnabled: args => cluster(args)?.status === 'running' && !store.isBusy(idOf(args)),
+    execute: async args => {
+      const id = idOf(args);
+      const model = await guarded(id, 'Could not add a node', () => addNode(id));
+      if (model) {
+        store.upsert(model);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.removeNode, {
+    label: args => `Remove Node ${String(args?.node ?? '')}`,
+    caption: 'Cancel this worker job (scancel); its Ray node leaves the cluster',
+    isEnabled: args => !!cluster(args) && !store.isBusy(idOf(args)),
+    execute: async args => {
+      const id = idOf(args);
+      const node = String(args?.node ?? '');
+      const model = await guarded(id, `Could not remove node ${node}`, () => removeNode(id, node));
+      if (model) {
+        store.upsert(model);
+      }
     }
   });
 

@@ -1,2 +1,3 @@
 import './base.css';
 import './card.css';
+import './findings.css';

@@ -91,4 +91,4 @@ def test_summary_names_tasks_whose_peak_exceeded_their_share() -> None:
     within = {**RECORDED_OVER_SHARE, "task_id": "ffff", "peak_memory": 2**30, "exceeded_share": False}
     summary = AuditSummary([RECORDED_OVER_SHARE, within])
     assert summary.unused == [] and summary.over_share == [RECORDED_OVER_SHARE]
-    assert "- infer (task a1b2c3d4e5f6): peak 60.00 GiB exceeds its share 35.10 GiB (num_gpus=0.25)" in str(summary)
+    assert "- infer (task a1b2c3d4e5f6): peak 60 GiB exceeds its share 35.1 GiB (num_gpus=0.25)" in str(summary)

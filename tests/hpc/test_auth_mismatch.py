@@ -14,7 +14,7 @@ import eugo_jupyter as eugo
 from eugo_jupyter._rayprobe import auth_mismatch, gcs_wants_token
 from eugo_jupyter._tempdirs import expected_dir, make_private
 from eugo_jupyter.exceptions import ClusterError
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 
 @pytest.fixture(scope="module")

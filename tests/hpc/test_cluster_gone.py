@@ -1,5 +1,6 @@
-"""A kernel whose cluster dies while it waits in ``eugo.hpc.get`` (or ``wait``) gets a
-ClusterError within seconds, and the kernel process lives on and falls back (issue 16).
+"""A kernel whose cluster dies while it waits in ``eugo.hpc.get`` (or ``wait``, ``map``, a
+``%%distribute`` cell) gets a ClusterError within seconds, and the kernel process lives on and
+falls back (issue 16).
 
 The "kernel" is a real Python process (Ray ends the whole process of a driver that lost its
 cluster, so it cannot be this test's own process), the cluster real ``ray start`` processes.
@@ -9,6 +10,7 @@ a kernel still running well past that has been let go of the dead cluster cleanl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -22,7 +24,7 @@ import pytest
 
 from eugo_jupyter import records
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 300.0
 
@@ -44,12 +46,27 @@ def forever(path):
 def double(x):
     return 2 * x
 
-future = forever(sys.argv[2])
+def slow(path):
+    open(path, "w").close()
+    time.sleep(10_000)
+
 try:
     if sys.argv[3] == "get":
-        eugo.hpc.get(future)
-    else:
-        eugo.hpc.wait([future], num_returns=1)
+        eugo.hpc.get(forever(sys.argv[2]))
+    elif sys.argv[3] == "wait":
+        eugo.hpc.wait([forever(sys.argv[2])], num_returns=1)
+    elif sys.argv[3] == "map":
+        eugo.hpc.map(slow, [sys.argv[2]], progress=False)
+    else:  # a %%distribute cell in a real IPython shell, as in a notebook
+        from IPython.testing.globalipapp import get_ipython
+
+        shell = get_ipython()
+        shell.run_line_magic("load_ext", "eugo_jupyter")
+        shell.user_ns["path"] = sys.argv[2]
+        cell = "%%distribute\nimport time\nopen(path, 'w').close()\ntime.sleep(10_000)\n"
+        ran = shell.run_cell(cell)
+        if ran.error_in_exec is not None:
+            raise ran.error_in_exec
 except ClusterError as exc:
     print("ERROR", str(exc).replace("\n", " "), flush=True)
 for attempt in range(3):  # on a loaded machine Ray's 30 s start window can pass: try again
@@ -122,16 +139,19 @@ def _kill(kernel: subprocess.Popen[str]) -> None:
         kernel.wait()
 
 
+@pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
 def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
-    cluster: launcher.Launched, tmp_path: Path
+    cluster: launcher.Launched, tmp_path: Path, waits_in: str
 ) -> None:
+    """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
     marker = tmp_path / "running"
-    kernel = _kernel(cluster.gcs_address, marker, tmp_path)
+    kernel = _kernel(cluster.gcs_address, marker, tmp_path, waits_in)
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
         _wait_for(marker)
         for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
-            os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
+            with contextlib.suppress(ProcessLookupError):  # a worker may end meanwhile
+                os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
         error = _line(kernel, "ERROR")
         assert f"The cluster at {cluster.gcs_address} is gone" in error
         assert "its head stopped accepting connections" in error

@@ -51,3 +51,17 @@ def test_cpu_work_beside_gpu_tasks_is_not_flagged() -> None:
         cpu = [post(i) for i in range(6)]
         eugo.hpc.get(gpu + cpu)
     assert "cpu_behind_gpu" not in run.report().kinds()
+
+
+def test_an_audited_gpu_call_that_never_touches_the_device_is_in_the_report() -> None:
+    # End to end: the audit measures each call on the worker (here none touches a device, and
+    # no GPU library is loaded), and run.report() reads the audit's own records.
+    with eugo.gpu.audit() as audit, eugo.hpc.profile() as run:
+        assert eugo.hpc.get([infer(i) for i in range(2)]) == [0, 1]
+        eugo.hpc.get([post(i) for i in range(2)])
+    audit.wait()
+    report = run.report()
+    (finding,) = [f for f in report.findings if f["kind"] == "gpu_unused"]
+    assert finding["function"] == "infer"
+    assert "2 of 2 calls of infer asked for 1 GPU but never used the device" in finding["message"]
+    assert "infer.options(num_gpus=0)" in finding["fix"]

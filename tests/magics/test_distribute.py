@@ -32,7 +32,7 @@ def test_reads_from_and_writes_to_the_namespace(shell: Any, run: Any) -> None:
 
 
 def test_only_free_variables_are_shipped() -> None:
-    from eugo_jupyter.hpc._cells import analyse
+    from eugo_jupyter.hpc.cells import analyse
 
     plan = analyse("y = x + 1\nz = y * 2\nfor i in range(n):\n    w = i\nprint(w)\n")
     assert set(plan.free) == {"x", "n", "range", "w", "print"}  # y and i are bound before use
@@ -112,7 +112,7 @@ def test_traceback_has_the_cells_own_line_numbers(shell: Any, run: Any) -> None:
     text = ran.text
     assert "ZeroDivisionError" in text
     assert "line 4" in text and "ratio = 1 / 0" in text  # line 1 is %%distribute
-    assert "_cells.py" not in text and "magics.py" not in text
+    assert "eugo_jupyter" not in text  # no frame of the magic or of hpc/cells
     assert shell.user_ns["before"] == 1 and "after" not in shell.user_ns
 
 
@@ -191,7 +191,12 @@ def test_options_from_a_dict_and_from_a_widget(run: Any, shell: Any) -> None:
         ("--out fut", "--out VAR goes with --no-block"),
         ("--options nowhere", "no variable 'nowhere'"),
         ("--options base", "must be a ResourceOptions widget"),
-        ("--timeout 0", "positive number of seconds"),
+        ("--timeout 0", "positive, finite number of seconds"),
+        ("--timeout -5", "positive, finite number of seconds"),
+        ("--timeout nan", "--timeout nan: the timeout must be a positive, finite number"),
+        ("--timeout inf", "--timeout inf: the timeout must be a positive, finite number"),
+        ('--name "abc', "a quote was opened and not closed"),
+        ("--name 'abc", "a quote was opened and not closed"),
     ],
 )
 def test_bad_flags_give_a_usage_error_with_the_fix(run: Any, line: str, says: str) -> None:

@@ -24,16 +24,39 @@ def test_connect_to_the_same_cluster_keeps_the_connection(ray_local: Any, run: A
     assert "Disconnecting" not in ran.text
 
 
-def test_connect_to_nothing_says_so(ray_local: Any, run: Any) -> None:
+def test_connect_to_nothing_keeps_the_working_connection(ray_local: Any, run: Any) -> None:
     import socket
+
+    import eugo_jupyter as eugo
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free_port = s.getsockname()[1]
     ran = run(f"%eugo connect 127.0.0.1:{free_port}\n")
     assert "No Ray cluster answers" in ran.text and "Traceback" not in ran.text
-    # reconnect this module's cluster for the tests that follow
-    run(f"%eugo connect {ray_local.address}\n")
+    assert f"Still connected to {ray_local.address}" in ran.text
+    assert "Disconnecting" not in ran.text
+    # The cluster the notebook was using still runs its work, with nothing to reconnect.
+    ran = run("%eugo status\n")
+    assert ran.result.success and ran.result.result.address == ray_local.address
+
+    @eugo.hpc.distribute
+    def twice(x: int) -> int:
+        return 2 * x
+
+    assert eugo.hpc.get(twice(21), timeout=60) == 42
+
+
+def test_connect_to_a_port_that_is_not_ray_keeps_the_connection(ray_local: Any, run: Any) -> None:
+    import socket
+
+    with socket.socket() as listener:  # answers TCP, speaks no Ray
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        ran = run(f"%eugo connect 127.0.0.1:{port}\n")
+    assert "not as a Ray cluster's GCS" in ran.text and "Traceback" not in ran.text
+    assert run("%eugo status\n").result.result.address == ray_local.address
 
 
 def test_options_shows_the_widget_with_the_flags(ray_local: Any, run: Any) -> None:

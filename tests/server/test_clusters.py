@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
 _shared: dict[str, Any] = {}

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from eugo_jupyter import _raytoken
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 300.0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 DEADLINE = 240.0
 

@@ -20,7 +20,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server import launcher, monitor
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import local as launcher
 
 
 class _Trap(http.server.BaseHTTPRequestHandler):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
 
 
 async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(

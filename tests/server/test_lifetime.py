@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from eugo_jupyter import records
-from eugo_jupyter.server import launcher
+from eugo_jupyter.server.backends import local as launcher
+from tests.fixtures.jupyter import jupyter_server
 
 DEADLINE = 240.0
 
@@ -69,67 +70,25 @@ async def test_a_dead_clusters_record_is_forgotten_on_start(jp_fetch: Any) -> No
 
 def test_a_real_jupyter_server_stopped_by_sigterm_stops_its_cluster(tmp_path: Path) -> None:
     """The whole path: `jupyter server` process, launch over HTTP, SIGTERM, nothing left."""
-    import secrets
     import signal
-    import socket
-    import sys
-    import urllib.request
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    token = secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)}
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-            f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
-            "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
-        ],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-
-    def call(method: str, path: str, body: object = None) -> Any:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}{path}",
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {token}"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read() or b"null")
 
     record: dict[str, Any] = {}
     try:
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            try:
-                call("GET", "/eugo/clusters")
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline
-                time.sleep(0.3)
-        body = {"kind": "local", "name": "ends with server", "head": {"num_cpus": 1}}
-        model = call("POST", "/eugo/clusters", body)
-        assert model["lifetime"] == "server"  # the default
-        while model["status"] == "starting":
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
-            model = call("GET", f"/eugo/clusters/{model['id']}")
-        assert model["status"] == "running", model["error"]
-        path = tmp_path / "eugo" / "clusters" / f"{model['id']}.json"
-        record = json.loads(path.read_text())
-        assert launcher.cluster_processes(record["pgids"], record["temp_dir"])
+        with jupyter_server(tmp_path) as (client, server):
+            body = {"kind": "local", "name": "ends with server", "head": {"num_cpus": 1}}
+            model = client.launch(body)
+            assert model["lifetime"] == "server"  # the default
+            model = client.wait_until_running(model["id"], timeout=DEADLINE)
+            path = tmp_path / "eugo" / "clusters" / f"{model['id']}.json"
+            record = json.loads(path.read_text())
+            assert launcher.cluster_processes(record["pgids"], record["temp_dir"])
 
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=DEADLINE) == 0
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(timeout=DEADLINE) == 0
 
         assert launcher.cluster_processes(record["pgids"], record["temp_dir"]) == set()
         assert not path.exists()
         assert not Path(record["temp_dir"]).exists()
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
         if record:
             launcher.stop(record["pgids"], record["temp_dir"])

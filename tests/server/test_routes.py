@@ -96,6 +96,10 @@ async def test_unknown_id_is_404(
         ("GET", ("eugo", "clusters", "c-1"), None),
         ("DELETE", ("eugo", "clusters", "c-1"), None),
         ("POST", ("eugo", "clusters", "c-1", "activate"), "{}"),
+        ("POST", ("eugo", "clusters", "preview"), json.dumps({"kind": "local"})),
+        ("GET", ("eugo", "profiles"), None),
+        ("POST", ("eugo", "clusters", "c-1", "nodes"), "{}"),
+        ("DELETE", ("eugo", "clusters", "c-1", "nodes", "12"), None),
     ],
 )
 async def test_no_credentials_is_403(
@@ -111,3 +115,28 @@ async def test_no_credentials_is_403(
     assert code == 403
     # and nothing was launched by the refused POST
     assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
+
+
+async def test_preview_is_routed_before_cluster_ids_and_starts_nothing(jp_fetch: Any) -> None:
+    body = {"kind": "local", "head": {"num_cpus": 2}, "workers": [{"num_cpus": 1}]}
+    response = await jp_fetch("eugo", "clusters", "preview", method="POST", body=json.dumps(body))
+    plan = json.loads(response.body)
+    assert plan["summary"] == "A head with 2 CPUs and a worker with 1 CPU on this machine."
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
+    code, _ = await _error(jp_fetch, "eugo", "clusters", "preview")
+    assert code == 405  # "preview" is never read as a cluster id
+    code, message = await _error(
+        jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps({"kind": "x"})
+    )
+    assert code == 400 and "kind='x' is not allowed" in message
+
+
+async def test_no_profiles_unless_configured(jp_fetch: Any) -> None:
+    assert json.loads((await jp_fetch("eugo", "profiles")).body) == []
+
+
+async def test_adding_a_node_to_an_unknown_id_is_404(jp_fetch: Any) -> None:
+    code, message = await _error(
+        jp_fetch, "eugo", "clusters", "c-nothere", "nodes", method="POST", body="{}"
+    )
+    assert code == 404 and "No cluster with id 'c-nothere'" in message

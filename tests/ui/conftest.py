@@ -7,6 +7,7 @@ installed config file, not by the test). Chromium is driven through Playwright's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -90,12 +91,17 @@ def _write_settings(settings_dir: Path) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """`jupyter lab --no-browser` on a free port; every cluster left behind is shut down after."""
-    root = tmp_path_factory.mktemp("lab")
+@contextlib.contextmanager
+def running_lab(
+    root: Path, config: dict[str, Any] | None = None, env_extra: dict[str, str] | None = None
+) -> Iterator[Lab]:
+    """`jupyter lab --no-browser` on a free port, in folders under ``root``, with more server
+    ``config`` (a jupyter_server_config.json) and environment; every cluster left behind is
+    shut down after."""
     for name in ("runtime", "config", "settings", "workspaces", "notebooks"):
         (root / name).mkdir()
+    if config:
+        (root / "config" / "jupyter_server_config.json").write_text(json.dumps(config))
     _write_settings(root / "settings")
     env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS"}}
     env.update(
@@ -104,11 +110,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"),
     )
+    env.update(env_extra or {})
     port, token = _free_port(), secrets.token_hex(16)
     log = root / "jupyter-lab.log"
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
+        "--EugoManagerExtension.find_clusters=False",
         "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root / 'notebooks'}",
     ]  # fmt: skip
     with log.open("w") as out:
@@ -147,6 +155,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """`jupyter lab --no-browser` on a free port; every cluster left behind is shut down after."""
+    with running_lab(tmp_path_factory.mktemp("lab")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

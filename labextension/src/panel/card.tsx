@@ -5,7 +5,10 @@ import * as React from 'react';
 
 import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
+import { SlurmJobs } from './jobs';
+import { FindingsSection } from './findings';
 import { formatBytes, NodeTable, ResourceBar, usage, WaitingBanner } from './resources';
+import { ClusterExtras } from './ssh';
 
 interface ICardProps {
   cluster: ICluster;
@@ -100,7 +103,9 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
         </span>
       </header>
       <div className="eugo-Card-meta">
-        <span className="eugo-Tag">{cluster.kind === 'local' ? 'local' : 'connected'}</span>
+        <span className="eugo-Tag">
+          {cluster.kind === 'connect' ? 'connected' : (cluster.kind as string)}
+        </span>
         {cluster.active && (
           <span className="eugo-Tag eugo-mod-active" title="New kernels use this cluster">
             active
@@ -125,6 +130,8 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
         </div>
       )}
       <WaitingBanner waiting={cluster.waiting} />
+      <SlurmJobs cluster={cluster} busy={busy} commands={commands} />
+      <ClusterExtras cluster={cluster} commands={commands} />
       {live && (
         <>
           <div className="eugo-Bars">
@@ -148,6 +155,7 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           <TaskCounts tasks={cluster.tasks} />
         </>
       )}
+      <FindingsSection runs={cluster.findings} />
       <footer className="eugo-Card-actions">
         {!cluster.active && live && (
           <Action
@@ -181,7 +189,9 @@ export function ClusterCard({ cluster, busy, commands }: ICardProps): JSX.Elemen
           commands={commands}
           command={CommandIDs.shutdown}
           id={cluster.id}
-          label={cluster.kind === 'local' ? 'Shut down' : 'Detach'}
+          label={
+            cluster.kind === 'connect' ? 'Detach' : cluster.status === 'stopped' ? 'Remove' : 'Shut down'
+          }
           className="eugo-mod-danger"
           disabled={busy || cluster.status === 'stopping'}
         />

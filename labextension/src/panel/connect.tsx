@@ -4,6 +4,7 @@ import * as React from 'react';
 
 import { IConnectRequest } from '../api';
 import { CommandIDs } from '../commands';
+import { FormActions, TextField, usePending } from './fields';
 
 // host:port or ray://host:port; the server checks it properly and answers 400 with a reason.
 const ADDRESS_PATTERN = '(ray://)?[A-Za-z0-9.\\-_\\[\\]:]+:[0-9]{1,5}';
@@ -11,7 +12,7 @@ const ADDRESS_PATTERN = '(ray://)?[A-Za-z0-9.\\-_\\[\\]:]+:[0-9]{1,5}';
 export function ConnectForm({ commands }: { commands: CommandRegistry }): JSX.Element {
   const [address, setAddress] = React.useState('');
   const [name, setName] = React.useState('');
-  const [pending, setPending] = React.useState(false);
+  const [pending, run] = usePending();
 
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
@@ -19,50 +20,33 @@ export function ConnectForm({ commands }: { commands: CommandRegistry }): JSX.El
     if (name.trim()) {
       request.name = name.trim();
     }
-    setPending(true);
-    try {
-      const model = await commands.execute(CommandIDs.connect, request as any);
-      if (model) {
-        setAddress('');
-        setName('');
-      }
-    } finally {
-      setPending(false);
+    const model = await run(() => commands.execute(CommandIDs.connect, request as any));
+    if (model) {
+      setAddress('');
+      setName('');
     }
   };
 
   return (
     <form className="eugo-Form eugo-ConnectForm" onSubmit={onSubmit}>
-      <label className="eugo-Field">
-        <span>Address</span>
-        <input
-          className="jp-mod-styled eugo-Input"
-          type="text"
-          required
-          placeholder="10.0.0.5:6379 or ray://head:10001"
-          pattern={ADDRESS_PATTERN}
-          title="host:port of the cluster's GCS, or ray://host:port"
-          aria-label="Cluster address"
-          value={address}
-          onChange={e => setAddress(e.currentTarget.value)}
-        />
-      </label>
-      <label className="eugo-Field">
-        <span>Name</span>
-        <input
-          className="jp-mod-styled eugo-Input"
-          type="text"
-          placeholder="optional"
-          aria-label="Connection name"
-          value={name}
-          onChange={e => setName(e.currentTarget.value)}
-        />
-      </label>
-      <div className="eugo-Form-actions">
-        <button type="submit" className="jp-Button jp-mod-styled jp-mod-accept" disabled={pending}>
-          {pending ? 'Connecting…' : 'Connect'}
-        </button>
-      </div>
+      <TextField
+        label="Address"
+        ariaLabel="Cluster address"
+        required
+        placeholder="10.0.0.5:6379 or ray://head:10001"
+        pattern={ADDRESS_PATTERN}
+        title="host:port of the cluster's GCS, or ray://host:port"
+        value={address}
+        onChange={setAddress}
+      />
+      <TextField
+        label="Name"
+        ariaLabel="Connection name"
+        placeholder="optional"
+        value={name}
+        onChange={setName}
+      />
+      <FormActions pending={pending} label="Connect" pendingLabel="Connecting…" />
     </form>
   );
 }

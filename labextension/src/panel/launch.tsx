@@ -1,12 +1,11 @@
-// The launch form: a name, the head's CPUs/GPUs, any worker nodes, and the cluster's lifetime.
+// The local launch form: a name, the head's CPUs/GPUs, any worker nodes, and the lifetime.
 import { addIcon, closeIcon } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
-import { ILaunchRequest, INodeSpec, Lifetime } from '../api';
+import { ILocalRequest, INodeSpec, Lifetime } from '../api';
 import { CommandIDs } from '../commands';
-
-const NAME_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]{0,63}';
+import { FormActions, LifetimeField, NAME_PATTERN, NAME_TITLE, TextField, usePending } from './fields';
 
 interface INodeRowProps {
   label: string;
@@ -64,17 +63,12 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
   const [head, setHead] = React.useState<INodeSpec>({ num_cpus: 2, num_gpus: 0 });
   const [workers, setWorkers] = React.useState<INodeSpec[]>([]);
   const [lifetime, setLifetime] = React.useState<Lifetime>('server');
-  const [pending, setPending] = React.useState(false);
+  const [pending, run] = usePending();
 
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
-    const request: ILaunchRequest = { kind: 'local', name: name.trim(), head, workers, lifetime };
-    setPending(true);
-    try {
-      await commands.execute(CommandIDs.launch, request as any);
-    } finally {
-      setPending(false);
-    }
+    const request: ILocalRequest = { kind: 'local', name: name.trim(), head, workers, lifetime };
+    await run(() => commands.execute(CommandIDs.launch, request as any));
   };
 
   const setWorker = (index: number, spec: INodeSpec) =>
@@ -82,19 +76,15 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
 
   return (
     <form className="eugo-Form eugo-LaunchForm" onSubmit={onSubmit}>
-      <label className="eugo-Field">
-        <span>Name</span>
-        <input
-          className="jp-mod-styled eugo-Input"
-          type="text"
-          required
-          pattern={NAME_PATTERN}
-          title="1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit"
-          aria-label="Cluster name"
-          value={name}
-          onChange={e => setName(e.currentTarget.value)}
-        />
-      </label>
+      <TextField
+        label="Name"
+        ariaLabel="Cluster name"
+        required
+        pattern={NAME_PATTERN}
+        title={NAME_TITLE}
+        value={name}
+        onChange={setName}
+      />
       <div className="eugo-NodeGrid" role="group" aria-label="Nodes">
         <span className="eugo-NodeGrid-heading">Node</span>
         <span className="eugo-NodeGrid-heading">CPUs</span>
@@ -119,34 +109,8 @@ export function LaunchForm({ commands }: { commands: CommandRegistry }): JSX.Ele
         <addIcon.react tag="span" className="eugo-LinkButton-icon" />
         Add worker node
       </button>
-      <fieldset className="eugo-Lifetime">
-        <legend>When the Jupyter server stops</legend>
-        <label>
-          <input
-            type="radio"
-            name="eugo-lifetime"
-            value="server"
-            checked={lifetime === 'server'}
-            onChange={() => setLifetime('server')}
-          />
-          Shut the cluster down with it
-        </label>
-        <label>
-          <input
-            type="radio"
-            name="eugo-lifetime"
-            value="persistent"
-            checked={lifetime === 'persistent'}
-            onChange={() => setLifetime('persistent')}
-          />
-          Keep it running (a restarted server finds it)
-        </label>
-      </fieldset>
-      <div className="eugo-Form-actions">
-        <button type="submit" className="jp-Button jp-mod-styled jp-mod-accept" disabled={pending}>
-          {pending ? 'Launching…' : 'Launch'}
-        </button>
-      </div>
+      <LifetimeField value={lifetime} onChange={setLifetime} group="eugo-lifetime" />
+      <FormActions pending={pending} label="Launch" pendingLabel="Launching…" />
     </form>
   );
 }

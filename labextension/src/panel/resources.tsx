@@ -175,29 +175,26 @@ export function WaitingBanner({ waiting }: { waiting: readonly IWaiting[] }): JS
   // The server's reason already names the request; spell the request out only without one.
   const line = (w: IWaiting) =>
     `${plural(w.count)}: ${w.reason || `for ${describeRequest(w.request)}`}`;
+  const list = (items: IWaiting[]) => (
+    <ul>
+      {items.map((w, i) => (
+        <li key={i} title={`Request: ${describeRequest(w.request)}`}>
+          {line(w)}
+        </li>
+      ))}
+    </ul>
+  );
   return (
     <>
       {infeasible.length > 0 && (
         <div className="eugo-Banner eugo-mod-infeasible" role="alert">
           <strong className="eugo-Banner-title">Waiting on resources no node has</strong>
-          <ul>
-            {infeasible.map((w, i) => (
-              <li key={i} title={`Request: ${describeRequest(w.request)}`}>
-                {line(w)}
-              </li>
-            ))}
-          </ul>
+          {list(infeasible)}
         </div>
       )}
       {queued.length > 0 && (
         <div className="eugo-Banner eugo-mod-queued" role="status">
-          <ul>
-            {queued.map((w, i) => (
-              <li key={i} title={`Request: ${describeRequest(w.request)}`}>
-                {line(w)}
-              </li>
-            ))}
-          </ul>
+          {list(queued)}
         </div>
       )}
     </>

@@ -5,12 +5,15 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
+import { IProfile, listProfiles } from '../api';
 import { CommandIDs } from '../commands';
 import { eugoIcon } from '../icon';
 import { ClusterStore } from '../model';
 import { ClusterCard } from './card';
 import { ConnectForm } from './connect';
 import { LaunchForm } from './launch';
+import { SlurmForm } from './slurm';
+import { SshLaunchForm } from './ssh';
 
 export const SIDEBAR_ID = 'eugo-hpc-manager';
 
@@ -50,6 +53,46 @@ interface IBodyProps {
   commands: CommandRegistry;
 }
 
+type Where = 'local' | 'slurm';
+
+/** Launch on this machine or as SLURM jobs: one section, the form of the chosen kind. */
+function LaunchSection({ commands, open }: { commands: CommandRegistry; open: boolean }) {
+  const [where, setWhere] = React.useState<Where>('local');
+  const [profiles, setProfiles] = React.useState<IProfile[]>([]);
+  React.useEffect(() => {
+    // Profiles come from the server's configuration; none (or an older server) is fine.
+    listProfiles().then(setProfiles, () => setProfiles([]));
+  }, []);
+  const kinds: [Where, string][] = [
+    ['local', 'Local'],
+    ['slurm', 'SLURM']
+  ];
+  return (
+    <details className="eugo-Section" open={open}>
+      <summary className="eugo-Section-title">Launch a cluster</summary>
+      <div className="eugo-KindSwitch" role="radiogroup" aria-label="Where to launch">
+        {kinds.map(([kind, label]) => (
+          <label key={kind} className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}>
+            <input
+              type="radio"
+              name="eugo-launch-kind"
+              value={kind}
+              checked={where === kind}
+              onChange={() => setWhere(kind)}
+            />
+            {label}
+          </label>
+        ))}
+      </div>
+      {where === 'local' ? (
+        <LaunchForm commands={commands} />
+      ) : (
+        <SlurmForm commands={commands} profiles={profiles} />
+      )}
+    </details>
+  );
+}
+
 function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
   const clusters = store.clusters;
   return (
@@ -68,9 +111,10 @@ function SidebarBody({ store, commands }: IBodyProps): JSX.Element {
           Cannot list clusters: {store.loadError}. Retrying with backoff.
         </div>
       )}
-      <details className="eugo-Section" open={clusters.length === 0}>
-        <summary className="eugo-Section-title">Launch a local cluster</summary>
-        <LaunchForm commands={commands} />
+      <LaunchSection commands={commands} open={clusters.length === 0} />
+      <details className="eugo-Section">
+        <summary className="eugo-Section-title">Launch on SSH hosts</summary>
+        <SshLaunchForm commands={commands} />
       </details>
       <details className="eugo-Section">
         <summary className="eugo-Section-title">Connect to a cluster</summary>

@@ -1,19 +1,5 @@
-"""Run insights: statistics and plain-language findings computed from a recorded run's model.
-
-Pure functions over plain data (the model of :meth:`eugo_jupyter.hpc._profile.Run.model`), so the
-panel can show the same findings. A finding is ``{"kind", "function", "message", "fix"}``; kinds:
-
-- ``blocking_too_early``: ``get`` on one unfinished future at a time in a loop that keeps
-  submitting, so calls run one after another;
-- ``tiny_tasks``: tasks so short that scheduling overhead rivals the work;
-- ``straggler``: one task far slower than its peers;
-- ``long_tail``: at the end of a fan-out, workers sit idle while the last tasks finish;
-- ``large_argument``: the same large object serialized into many calls;
-- ``gpu_unused``: GPU requested but never used (from the GPU audit records);
-- ``cpu_behind_gpu``: CPU-only tasks waiting on GPU tasks that wait for a device, while CPUs idle.
-
-The GPU audit records accepted are dicts ``{"function": str, "requested_gpus": float,
-"used_gpu": bool, "seconds": float}`` (other keys are ignored).
+"""Findings about when calls ran: waiting in the wrong place, tasks too small or too uneven,
+and resources reserved but idle. Pure functions over a recorded run's model.
 """
 
 from __future__ import annotations
@@ -21,15 +7,25 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ._feasibility import describe_request
+from .._feasibility import describe_request
+from ._base import (
+    Finding,
+    FunctionStats,
+    Task,
+    by_function,
+    finding,
+    finished,
+    peak_concurrency,
+    percentile,
+)
 
-__all__ = ["analyze", "findings", "function_stats"]
+if TYPE_CHECKING:
+    from ...gpu.audit import AuditRecord
 
 #: Thresholds, chosen with wide margins so that noise on a busy machine does not raise alarms.
-BLOCKING_MIN_CYCLES = 3  # get-then-submit cycles before "blocking too early" is reported
-BLOCKING_MIN_WAIT = 1e-3  # a get that returned faster than this did not block
+BLOCKING_MIN_CYCLES = 3  # submit-then-get-then-submit cycles before it is reported
 TINY_TASK_S = 0.010  # a median task shorter than this is dominated by ~1 ms of overhead
 TINY_MIN_TASKS = 20
 STRAGGLER_RATIO = 5.0  # a task this many times the median...
@@ -37,43 +33,19 @@ STRAGGLER_MIN_EXTRA_S = 0.1  # ...and at least this much longer
 STRAGGLER_MIN_TASKS = 5
 TAIL_FRACTION = 0.3  # the tail (fewer tasks running than at peak) spans this share of the run
 TAIL_MIN_S = 0.2
-LARGE_ARG_BYTES = 1 << 20
-LARGE_ARG_MIN_CALLS = 3
+TAIL_IDLE_SHARE = 0.2  # ...and left this share of the fan-out's capacity (width x span) idle
+TAIL_UNEVEN = 2.0  # ...because the tasks still running were this many times the median
+IN_ORDER_MIN_GETS = 2  # gets that blocked while a later result was ready...
+IN_ORDER_WASTED_SHARE = 0.1  # ...holding finished results back for this share of the run
 GPU_QUEUE_MIN_WAIT_S = 0.5  # a CPU-only task that waited this long to start...
 GPU_QUEUE_DEVICE_WAIT_S = 0.25  # ...behind GPU tasks that waited this long for a device
 GPU_QUEUE_FREE_SHARE = 0.5  # ...while CPUs were free for this share of its wait
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
-
-
-def _finished(tasks: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [t for t in tasks if t.get("start") is not None and t.get("end") is not None]
-
-
-def _by_function(tasks: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for task in tasks:
-        groups[task["function"]].append(task)
-    return dict(groups)
-
-
-def _peak_concurrency(tasks: Sequence[Mapping[str, Any]]) -> int:
-    events = sorted([(t["start"], 1) for t in tasks] + [(t["end"], -1) for t in tasks])
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
-def _tail(tasks: Sequence[Mapping[str, Any]]) -> tuple[float, int]:
+def _tail(tasks: Sequence[Task]) -> tuple[float, int]:
     """Seconds from the last moment the fan-out ran at its peak width to its end, and that peak."""
     events = sorted([(t["start"], 1) for t in tasks] + [(t["end"], -1) for t in tasks])
-    peak = _peak_concurrency(tasks)
+    peak = peak_concurrency(tasks)
     running = 0
     last_drop = events[0][0] if events else 0.0
     for when, step in events:
@@ -85,12 +57,12 @@ def _tail(tasks: Sequence[Mapping[str, Any]]) -> tuple[float, int]:
     return end - last_drop, peak
 
 
-def function_stats(model: Mapping[str, Any]) -> list[dict[str, Any]]:
+def function_stats(model: Mapping[str, Any]) -> list[FunctionStats]:
     """Per function: task count, durations, speedup over one-after-another, utilisation, args."""
     cpus = float(model.get("cluster", {}).get("CPU", 0.0)) or 1.0
     rows = []
-    for name, tasks in _by_function(model["tasks"]).items():
-        done = _finished(tasks)
+    for name, tasks in by_function(model["tasks"]).items():
+        done = finished(tasks)
         durations = sorted(t["end"] - t["start"] for t in done)
         busy = sum(durations)
         span = (max(t["end"] for t in done) - min(t["submit"] for t in done)) if done else 0.0
@@ -102,16 +74,16 @@ def function_stats(model: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "tasks": len(tasks),
                 "finished": len(done),
                 "failed": sum(1 for t in tasks if t.get("status") == "failed"),
-                "median_s": _percentile(durations, 0.5) if durations else None,
-                "p95_s": _percentile(durations, 0.95) if durations else None,
+                "median_s": percentile(durations, 0.5) if durations else None,
+                "p95_s": percentile(durations, 0.95) if durations else None,
                 "max_s": durations[-1] if durations else None,
                 "busy_s": busy,
                 "span_s": span,
                 "speedup": busy / span if span > 0 else None,
                 "utilisation": cpu_seconds / (span * cpus) if span > 0 else None,
                 "workers": len({t.get("worker") for t in done}),
-                "peak_parallel": _peak_concurrency(done) if done else 0,
-                "arg_bytes_median": _percentile(sizes, 0.5) if sizes else 0,
+                "peak_parallel": peak_concurrency(done) if done else 0,
+                "arg_bytes_median": percentile(sizes, 0.5) if sizes else 0,
                 "arg_bytes_max": sizes[-1] if sizes else 0,
                 "asks": describe_request(tasks[0]["request"]) if tasks[0]["request"] else "nothing",
             }
@@ -119,11 +91,17 @@ def function_stats(model: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _finding(kind: str, function: str, message: str, fix: str) -> dict[str, str]:
-    return {"kind": kind, "function": function, "message": message, "fix": fix}
+def _blocked(task: Task, get: Mapping[str, Any]) -> bool:
+    """The get started before the task's body had finished: it waited for the work itself."""
+    return task.get("end") is None or task["end"] > get["start"]
 
 
-def _blocking_too_early(model: Mapping[str, Any]) -> list[dict[str, str]]:
+def blocking_too_early(model: Mapping[str, Any]) -> list[Finding]:
+    """A get on the call just submitted, and only then the next call: a loop made serial.
+
+    Decided by the structure (each get waits on a fresh future while the loop keeps
+    submitting), not by how long a get took, so fast tasks on an idle machine count too.
+    """
     tasks = model["tasks"]
     submits: dict[str, list[float]] = defaultdict(list)
     for task in tasks:
@@ -132,31 +110,35 @@ def _blocking_too_early(model: Mapping[str, Any]) -> list[dict[str, str]]:
         times.sort()
     cycles: dict[str, int] = defaultdict(int)
     blocked: dict[str, float] = defaultdict(float)
-    involved: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for get in model["gets"]:
+    involved: dict[str, list[Task]] = defaultdict(list)
+    previous_end = -math.inf
+    for get in sorted(model["gets"], key=lambda g: g["start"]):
         futures = get["futures"]
+        fresh_since, previous_end = previous_end, get["end"]
         if len(futures) != 1 or futures[0] is None:
             continue
         task = tasks[futures[0]]
-        waited = get["end"] - get["start"]
-        duration = (task["end"] - task["start"]) if task.get("end") is not None else None
-        if waited < BLOCKING_MIN_WAIT or (duration is not None and waited < 0.25 * duration):
-            continue  # the result was (nearly) ready: this get did not hold anything up
+        if task["submit"] < fresh_since or not _blocked(task, get):
+            continue  # an older future, or one already done: this get did not hold the loop
         times = submits[task["function"]]
         if bisect.bisect_left(times, get["end"]) < len(times):  # more calls came after it
             cycles[task["function"]] += 1
-            blocked[task["function"]] += waited
+            blocked[task["function"]] += get["end"] - get["start"]
             involved[task["function"]].append(task)
     out = []
-    cpus = model.get("cluster", {}).get("CPU", 0.0)
+    cpus = float(model.get("cluster", {}).get("CPU", 0.0))
     for name, count in cycles.items():
-        if count < BLOCKING_MIN_CYCLES:
-            continue
-        ran = _finished(involved[name])
-        peak = _peak_concurrency(ran) if ran else 1
+        ran = finished(involved[name])
+        peak = peak_concurrency(ran) if ran else 1
+        # Calls of one actor run one at a time whatever the driver does: the width to lose is
+        # the number of actors called, for tasks the CPUs.
+        actors = {t["worker"] for t in ran if t.get("kind") == "actor method"}
+        width_possible = len(actors) if actors else cpus
+        if count < BLOCKING_MIN_CYCLES or peak >= min(width_possible, count):
+            continue  # too few, or the calls overlapped anyway: nothing was lost
         width = "one at a time" if peak <= 1 else f"at most {peak} at once"
         out.append(
-            _finding(
+            finding(
                 "blocking_too_early",
                 name,
                 f"The driver called get on one {name} future at a time and submitted the next "
@@ -170,7 +152,53 @@ def _blocking_too_early(model: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _tiny_tasks(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+def in_order(model: Mapping[str, Any]) -> list[Finding]:
+    """Results fetched one by one in submission order while later ones were already done."""
+    tasks = model["tasks"]
+    got_alone: dict[int, float] = {}
+    for get in model["gets"]:
+        if len(get["futures"]) == 1 and get["futures"][0] is not None:
+            got_alone.setdefault(get["futures"][0], get["start"])
+    flagged: dict[str, list[float]] = defaultdict(list)
+    for get in model["gets"]:
+        if len(get["futures"]) != 1 or get["futures"][0] is None:
+            continue
+        index = get["futures"][0]
+        task = tasks[index]
+        if task.get("end") is None or not _blocked(task, get):
+            continue
+        later = [
+            t["end"]
+            for t in tasks[index + 1 :]
+            if t["function"] == task["function"]
+            and t.get("end") is not None
+            and t["end"] < task["end"]
+            and got_alone.get(t["id"], -math.inf) > get["start"]
+        ]
+        if later:  # a later result sat finished while the driver waited on this one
+            flagged[task["function"]].append(task["end"] - min(later))
+    out = []
+    duration = float(model.get("duration") or 0.0)
+    for name, wasted in flagged.items():
+        if len(wasted) < IN_ORDER_MIN_GETS or sum(wasted) < IN_ORDER_WASTED_SHARE * duration:
+            continue
+        out.append(
+            finding(
+                "in_order_processing",
+                name,
+                f"The driver fetched {name} results one by one in the order it submitted them; "
+                f"{len(wasted)} times it blocked on a slow call while later ones had already "
+                f"finished, and those results waited {sum(wasted):.2f} s in total to be "
+                "processed.",
+                "Process results as they finish: for fut in eugo.hpc.as_completed(futures): "
+                "handle(eugo.hpc.get(fut)) (or eugo.hpc.wait(futures, num_returns=1)), so "
+                "processing overlaps with the calls still running.",
+            )
+        )
+    return out
+
+
+def tiny_tasks(stats: Sequence[FunctionStats]) -> list[Finding]:
     out = []
     for row in stats:
         median = row["median_s"]
@@ -179,7 +207,7 @@ def _tiny_tasks(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
         name = row["function"]
         speed = f"{row['speedup']:.2f}×" if row["speedup"] is not None else "no"
         out.append(
-            _finding(
+            finding(
                 "tiny_tasks",
                 name,
                 f"{row['finished']} tasks of {name} ran a median of {median * 1e3:.3g} ms each; "
@@ -193,13 +221,13 @@ def _tiny_tasks(stats: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def _stragglers(model: Mapping[str, Any]) -> tuple[list[dict[str, str]], set[str]]:
+def stragglers(model: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
     out, names = [], set()
-    for name, tasks in _by_function(_finished(model["tasks"])).items():
+    for name, tasks in by_function(finished(model["tasks"])).items():
         if len(tasks) < STRAGGLER_MIN_TASKS:
             continue
         durations = sorted(t["end"] - t["start"] for t in tasks)
-        median = _percentile(durations, 0.5)
+        median = percentile(durations, 0.5)
         slow = [
             t
             for t in tasks
@@ -213,11 +241,15 @@ def _stragglers(model: Mapping[str, Any]) -> tuple[list[dict[str, str]], set[str
         last_end = max(t["end"] for t in tasks)
         others_end = max((t["end"] for t in tasks if t is not worst), default=last_end)
         waited = max(0.0, worst["end"] - others_end) if worst["end"] == last_end else 0.0
-        tail = f"; the run waited {waited:.2f} s on it after every other task was done" if waited > 0 else ""
+        tail = (
+            f"; the run waited {waited:.2f} s on it after every other task was done"
+            if waited > 0
+            else ""
+        )
         more = f" ({len(slow)} tasks were this slow)" if len(slow) > 1 else ""
         names.add(name)
         out.append(
-            _finding(
+            finding(
                 "straggler",
                 name,
                 f"{worst['call']} took {took:.2f} s, {took / median:.0f}× the median "
@@ -229,72 +261,67 @@ def _stragglers(model: Mapping[str, Any]) -> tuple[list[dict[str, str]], set[str
     return out, names
 
 
-def _long_tails(model: Mapping[str, Any], skip: set[str]) -> list[dict[str, str]]:
+def _tail_cost(tasks: Sequence[Task], begin: float, peak: int) -> tuple[float, float]:
+    """Idle capacity (task-slot seconds) from ``begin`` to the end, and the longest task then."""
+    events = sorted([(t["start"], 1) for t in tasks] + [(t["end"], -1) for t in tasks])
+    running, idle, last = 0, 0.0, None
+    for when, step in events:
+        if last is not None and when > begin:
+            idle += (peak - running) * (when - max(last, begin))
+        running += step
+        last = when
+    longest = max((t["end"] - t["start"] for t in tasks if t["end"] > begin), default=0.0)
+    return idle, longest
+
+
+def long_tails(model: Mapping[str, Any], skip: set[str]) -> list[Finding]:
+    """The end of a fan-out ran narrow because its last tasks were long: worth it only when
+    that idled a real share of the capacity and splitting or reordering would shorten it (equal
+    tasks that do not divide evenly among the workers are not a tail to fix)."""
     out = []
-    for name, tasks in _by_function(_finished(model["tasks"])).items():
+    for name, tasks in by_function(finished(model["tasks"])).items():
         if name in skip or len(tasks) < 2:
             continue
         tail, peak = _tail(tasks)
-        span = max(t["end"] for t in tasks) - min(t["start"] for t in tasks)
+        first = min(t["start"] for t in tasks)
+        span = max(t["end"] for t in tasks) - first
         if peak < 2 or span <= 0 or tail < TAIL_MIN_S or tail < TAIL_FRACTION * span:
             continue
+        idle, longest = _tail_cost(tasks, first + span - tail, peak)
+        median = percentile(sorted(t["end"] - t["start"] for t in tasks), 0.5)
+        if idle < TAIL_IDLE_SHARE * peak * span or longest < max(TAIL_UNEVEN * median, tail / 2):
+            continue
         out.append(
-            _finding(
+            finding(
                 "long_tail",
                 name,
                 f"For the last {tail:.2f} s of {span:.2f} s, fewer than {peak} tasks of {name} "
-                f"were running while {peak} could: the fan-out ended on a long tail with "
-                "workers idle.",
-                f"Split the work into more, smaller tasks so the last ones are short "
-                f"(eugo.hpc.map({name}, items) shrinks its batches near the end), or submit the "
-                "longest calls first.",
+                f"were running while {peak} could: the fan-out ended on its longest calls "
+                f"({longest:.2f} s against a median of {median:.2f} s), leaving "
+                f"{idle / (peak * span):.0%} of the workers' time idle.",
+                f"Submit the longest calls first, or split the work into more, smaller tasks so "
+                f"the last ones are short (eugo.hpc.map({name}, items) shrinks its batches near "
+                "the end).",
             )
         )
     return out
 
 
-def _large_arguments(model: Mapping[str, Any]) -> list[dict[str, str]]:
-    out = []
-    for name, tasks in _by_function(model["tasks"]).items():
-        seen: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
-        for task in tasks:
-            for arg in task["args"]:
-                if arg.get("key") is not None and arg["bytes"] >= LARGE_ARG_BYTES:
-                    seen[arg["key"]].append(arg)
-        for args in seen.values():
-            if len(args) < LARGE_ARG_MIN_CALLS:
-                continue
-            arg = args[0]
-            size = arg["bytes"] / 1e6
-            out.append(
-                _finding(
-                    "large_argument",
-                    name,
-                    f"The same {size:.1f} MB argument {arg['name']!r} ({arg['type']}) was "
-                    f"serialized into {len(args)} calls of {name}: {size * len(args):.0f} MB "
-                    "copied into the object store instead of once.",
-                    f"Store it once and pass the future: ref = eugo.hpc.put({arg['name']}), then "
-                    f"{name}(ref, ...) (or eugo.hpc.map({name}, items, "
-                    f"shared={{{arg['name']!r}: {arg['name']}}})).",
-                )
-            )
-    return out
-
-
-def _gpu_unused(audit: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+def gpu_unused(audit: Sequence[AuditRecord]) -> list[Finding]:
+    """Calls that reserved a GPU and, by the audit's evidence, never touched it."""
+    groups: dict[str, list[AuditRecord]] = defaultdict(list)
     for record in audit:
-        if float(record.get("requested_gpus") or 0) > 0:
-            groups[str(record.get("function", "?"))].append(record)
+        if record["num_gpus"] > 0:
+            groups[record["function"]].append(record)
     out = []
     for name, records in groups.items():
-        idle = [r for r in records if not r.get("used_gpu")]
+        idle = [r for r in records if r["used"] is False]  # None: could not tell, not a finding
         if not idle:
             continue
-        gpus = max(float(r["requested_gpus"]) for r in idle)
-        held = sum(float(r.get("seconds") or 0) * float(r["requested_gpus"]) for r in idle)
+        gpus = max(r["num_gpus"] for r in idle)
+        held = sum(r["gpu_seconds"] for r in idle)
         out.append(
-            _finding(
+            finding(
                 "gpu_unused",
                 name,
                 f"{len(idle)} of {len(records)} calls of {name} asked for {gpus:g} GPU but never "
@@ -309,7 +336,7 @@ def _gpu_unused(audit: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
 class _Usage:
     """CPUs held by recorded tasks over time, as a step function."""
 
-    def __init__(self, tasks: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, tasks: Sequence[Task]) -> None:
         deltas: dict[float, float] = defaultdict(float)
         for t in tasks:
             cpu = float(t["request"].get("CPU", 0.0))
@@ -338,10 +365,10 @@ class _Usage:
         return free
 
 
-def _cpu_behind_gpu(model: Mapping[str, Any]) -> list[dict[str, str]]:
+def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
     tasks = model["tasks"]
     total = float(model.get("cluster", {}).get("CPU", 0.0))
-    done = _finished(tasks)
+    done = finished(tasks)
     if not total or not any(t["request"].get("GPU") for t in done):
         return []
     usage = _Usage(done)
@@ -354,7 +381,7 @@ def _cpu_behind_gpu(model: Mapping[str, Any]) -> list[dict[str, str]]:
             and t["start"] - t["submit"] >= GPU_QUEUE_DEVICE_WAIT_S
         )
 
-    flagged: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    flagged: dict[str, list[Task]] = defaultdict(list)
     for t in done:
         if t["request"].get("GPU"):
             continue
@@ -367,13 +394,15 @@ def _cpu_behind_gpu(model: Mapping[str, Any]) -> list[dict[str, str]]:
     out = []
     for name, queued in flagged.items():
         waits = sorted(t["start"] - t["submit"] for t in queued)
-        gpu_names = sorted({tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)})
+        gpu_names = sorted(
+            {tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)}
+        )
         out.append(
-            _finding(
+            finding(
                 "cpu_behind_gpu",
                 name,
                 f"{len(queued)} CPU-only calls of {name} waited a median "
-                f"{_percentile(waits, 0.5):.2f} s to start while CPUs sat free: they take the "
+                f"{percentile(waits, 0.5):.2f} s to start while CPUs sat free: they take the "
                 f"futures of {', '.join(gpu_names)}, which were queued for a GPU.",
                 f"Keep CPU work off the GPU queue: submit {name} on inputs that do not come "
                 "from the GPU tasks, or do that step inside the GPU task; if the GPU tasks fit, "
@@ -383,47 +412,3 @@ def _cpu_behind_gpu(model: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def findings(
-    model: Mapping[str, Any],
-    gpu_audit: Sequence[Mapping[str, Any]] | None = None,
-    stats: Sequence[Mapping[str, Any]] | None = None,
-) -> list[dict[str, str]]:
-    """Every pitfall seen in the run, each with the fix."""
-    stats = function_stats(model) if stats is None else stats
-    stragglers, straggling = _stragglers(model)
-    return [
-        *_blocking_too_early(model),
-        *_tiny_tasks(stats),
-        *stragglers,
-        *_long_tails(model, straggling),
-        *_large_arguments(model),
-        *_gpu_unused(gpu_audit or []),
-        *_cpu_behind_gpu(model),
-    ]
-
-
-def analyze(
-    model: Mapping[str, Any], gpu_audit: Sequence[Mapping[str, Any]] | None = None
-) -> dict[str, Any]:
-    """``{"summary", "functions", "findings"}`` for a recorded run's model.
-
-    >>> model = {"duration": 1.0, "cluster": {"CPU": 2.0}, "tasks": [], "gets": []}
-    >>> analyze(model)["findings"]
-    []
-    """
-    stats = function_stats(model)
-    done = _finished(model["tasks"])
-    busy = sum(t["end"] - t["start"] for t in done)
-    cpu_seconds = sum((t["end"] - t["start"]) * t["request"].get("CPU", 0.0) for t in done)
-    duration = float(model.get("duration") or 0.0)
-    cpus = float(model.get("cluster", {}).get("CPU", 0.0))
-    summary = {
-        "tasks": len(model["tasks"]),
-        "duration_s": duration,
-        "busy_s": busy,
-        "speedup": busy / duration if duration > 0 else 0.0,
-        "utilisation": cpu_seconds / (duration * cpus) if duration > 0 and cpus else 0.0,
-        "cpus": cpus,
-        "gets": len(model["gets"]),
-    }
-    return {"summary": summary, "functions": stats, "findings": findings(model, gpu_audit, stats)}

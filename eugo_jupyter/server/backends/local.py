@@ -1,4 +1,5 @@
-"""Starting and stopping local Ray nodes: ``ray start`` processes, each in its own process group.
+"""The `local` backend: a head and worker nodes on this machine, `ray start` processes, each in
+its own process group.
 
 Blocking functions (the manager runs them in a thread). Every command is an argument list, never
 a shell string. Each node gets free ports chosen up front, a dashboard bound to 127.0.0.1, token
@@ -18,17 +19,21 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._raytoken import secure_token_file
-from .._tempdirs import make_private, ray_temp_dir
-from ..exceptions import ClusterError
-from .exporters import closed_exporters
+from ..._raytoken import secure_token_file
+from ..._tempdirs import make_private, ray_temp_dir
+from ...exceptions import ClusterError, LaunchError, OptionsError  # noqa: F401  (LaunchError re-exported)
+from .. import requests
+from ..exporters import closed_exporters
+from .base import Backend, Observed, Plan, Spec
 
 __all__ = [
     "LaunchError",
+    "LocalBackend",
     "Launched",
     "NodeSpec",
     "group_members",
@@ -36,10 +41,6 @@ __all__ = [
     "ray_executable",
     "stop",
 ]
-
-
-class LaunchError(ClusterError):
-    """A node did not start; the message says why (port in use, ray missing, timeout...)."""
 
 
 @dataclass(frozen=True)
@@ -348,3 +349,147 @@ def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 3
     if not late:
         shutil.rmtree(temp_dir, ignore_errors=True)
     return sorted(pid for pid, _ in late)
+
+
+# ---------------------------------------------------------------- the backend
+
+
+MAX_WORKERS = 32
+MAX_CPUS = 1024
+MAX_GPUS = 64
+_NODE_KEYS = ("num_cpus", "num_gpus", "memory", "object_store_memory")
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """A checked local launch: the head and the worker nodes."""
+
+    head: NodeSpec
+    workers: tuple[NodeSpec, ...]
+
+    def to_model(self) -> dict[str, object]:
+        return {"head": self.head.to_model(), "workers": [w.to_model() for w in self.workers]}
+
+
+def parse_node(value: object, where: str, most: int | None = None) -> NodeSpec:
+    """Check one node of a local launch body; its memory sizes at most ``most`` bytes (default:
+    this machine's memory, where a local node runs).
+
+    >>> parse_node({"num_cpus": 2}, "head")
+    NodeSpec(num_cpus=2, num_gpus=0, memory=None, object_store_memory=None)
+    """
+    from ..._units import parse_memory
+
+    node = requests.mapping(value, where, '{"num_cpus": 1, "num_gpus": 0}')
+    requests.keys(node, _NODE_KEYS, where)
+    memory, store = node.get("memory"), node.get("object_store_memory")
+    memory = None if memory is None else parse_memory(memory, f"{where}.memory")
+    store = None if store is None else parse_memory(store, f"{where}.object_store_memory")
+    requests.check_node_memory(memory, store, where, most)
+    return NodeSpec(
+        num_cpus=requests.count(node.get("num_cpus", 1), "num_cpus", where, 0, MAX_CPUS),
+        num_gpus=requests.count(node.get("num_gpus", 0), "num_gpus", where, 0, MAX_GPUS),
+        memory=memory,
+        object_store_memory=store,
+    )
+
+
+def _describe(spec: NodeSpec) -> str:
+    parts = [f"{spec.num_cpus} CPU{'s' if spec.num_cpus != 1 else ''}"]
+    if spec.num_gpus:
+        parts.append(f"{spec.num_gpus} GPU{'s' if spec.num_gpus != 1 else ''}")
+    return " and ".join(parts)
+
+
+class LocalBackend(Backend):
+    """``kind: "local"``: a head and worker nodes on this machine (the code above)."""
+
+    kind = "local"
+
+    def validate(self, body: dict[str, object]) -> Spec:
+        requests.keys(body, ("kind", "name", "head", "workers", "lifetime"), "a local launch")
+        head = parse_node(body.get("head", {}), "head")
+        workers_in = body.get("workers", [])
+        if not isinstance(workers_in, list):
+            raise OptionsError(
+                f'workers must be a list of nodes such as [{{"num_cpus": 1}}], not {workers_in!r}.'
+            )
+        if len(workers_in) > MAX_WORKERS:
+            raise OptionsError(
+                f"{len(workers_in)} worker nodes is too many: at most {MAX_WORKERS} on one machine."
+            )
+        workers = tuple(parse_node(w, f"workers[{i}]") for i, w in enumerate(workers_in))
+        for i, worker in enumerate(workers):
+            if worker.num_cpus == 0 and worker.num_gpus == 0:
+                raise OptionsError(
+                    f"workers[{i}] offers nothing: give it num_cpus or num_gpus above 0."
+                )
+        return Spec(
+            kind=self.kind,
+            name=requests.name(body.get("name"), "local"),
+            lifetime=requests.lifetime(body.get("lifetime")),
+            fields=LocalSpec(head=head, workers=workers),
+        )
+
+    def plan(self, spec: Spec) -> Plan:
+        fields: LocalSpec = spec.fields
+        summary = f"A head with {_describe(fields.head)}"
+        if fields.workers:
+            summary += " and " + ", ".join(f"a worker with {_describe(w)}" for w in fields.workers)
+        commands = [[ray_executable(), "start", "--head", "..."]]
+        commands += [[ray_executable(), "start", "--address=HEAD", "..."] for _ in fields.workers]
+        return Plan(summary=summary + " on this machine.", commands=commands)
+
+    def start(self, spec: Spec, record: dict[str, object], timeout: float) -> dict[str, object]:
+        fields: LocalSpec = spec.fields
+        # Short on purpose: Ray puts unix sockets under it (108-byte limit).
+        temp_dir = f"{tempfile.gettempdir()}/eugo-{record['id']}"
+        started = launch(fields.head, list(fields.workers), temp_dir, timeout)
+        return {
+            "address": started.gcs_address,
+            "dashboard_url": started.dashboard_url,
+            "temp_dir": temp_dir,
+            "pgids": started.pgids,
+            "pids": started.pgids,
+        }
+
+    def state(self, record: dict[str, object]) -> Observed:
+        spec = record.get("spec") or {}
+        observed = Observed(
+            address=_str_or_none(record.get("address")),
+            dashboard_url=_str_or_none(record.get("dashboard_url")),
+            nodes_expected=1 + len(spec.get("workers", [])),  # type: ignore[union-attr]
+        )
+        if record.get("pgids") and not owned_groups(_pgids(record), _temp_dir(record)):
+            observed.ended = (
+                "The cluster's processes are gone (stopped outside the manager, or killed). "
+                "Remove it and launch a new one."
+            )
+        return observed
+
+    def stop(self, record: dict[str, object]) -> list[str]:
+        return [f"pid {pid}" for pid in stop(_pgids(record), _temp_dir(record))]
+
+    def adopt(self, record: dict[str, object]) -> str | None:
+        from .. import monitor
+
+        pgids, temp_dir = _pgids(record), _temp_dir(record)
+        alive = bool(temp_dir) and bool(owned_groups(pgids, temp_dir))
+        address = _str_or_none(record.get("address"))
+        if alive and address and monitor.reachable(address):
+            return "running"
+        if alive:  # half a cluster: its head is gone, so nothing can use the rest
+            stop(pgids, temp_dir)
+        return None
+
+
+def _pgids(record: dict[str, object]) -> list[int]:
+    return [int(p) for p in record.get("pgids", [])]  # type: ignore[union-attr]
+
+
+def _temp_dir(record: dict[str, object]) -> str:
+    return str(record.get("temp_dir") or "")
+
+
+def _str_or_none(value: object) -> str | None:
+    return None if value is None else str(value)

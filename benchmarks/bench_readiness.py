@@ -1,0 +1,124 @@
+"""How close is ``eugo.hpc.readiness``'s prediction to the ``map`` run it predicts?
+
+For a grid of per-item costs (0.1, 1, 10, 100 ms of busy work) and item counts, plus items that
+carry large arguments (1 MB and 10 MB each, so that shipping data matters), on one node and on a
+two-node cluster (``ray.cluster_utils``), it asks readiness for a prediction, then runs the same
+``eugo.hpc.map`` and measures it. Prints predicted against measured time per cell, and the error.
+Targets: within 20% on the CPU-only cells, 30% on the data-heavy ones.
+
+    python benchmarks/bench_readiness.py            # both clusters
+    python benchmarks/bench_readiness.py --one-node
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Callable
+
+import eugo_jupyter as eugo
+from eugo_jupyter.hpc._session import use_token_auth
+
+#: (label, per-item seconds, items, bytes per item)
+GRID = [
+    ("0.1 ms", 0.0001, 4000, 0),
+    ("1 ms", 0.001, 2000, 0),
+    ("10 ms", 0.01, 300, 0),
+    ("100 ms", 0.1, 40, 0),
+    ("100 ms, few", 0.1, 8, 0),
+    ("1 ms + 1 MB arg", 0.001, 60, 1_000_000),
+    ("10 ms + 10 MB arg", 0.01, 12, 10_000_000),
+]
+
+
+def spin(item: Any) -> int:
+    """Busy work for the item's cost (wall time, so the cost holds on a shared machine)."""
+    cost, payload = item
+    end = time.perf_counter() + cost
+    while time.perf_counter() < end:
+        pass
+    return len(payload)
+
+
+def cells(grid: list[tuple[str, float, int, int]]) -> list[dict[str, Any]]:
+    rows = []
+    for label, cost, count, size in grid:
+        payload = bytes(size)
+        items = [(cost, payload) for _ in range(count)]
+        report = eugo.hpc.readiness(spin, items)
+        predicted = report.prediction.parallel_s
+        began = time.perf_counter()
+        eugo.hpc.map(spin, items, progress=False)
+        measured = time.perf_counter() - began
+        rows.append(
+            {
+                "cell": label,
+                "items": count,
+                "slots": report.measurements.slots,
+                "serial": report.prediction.serial_s,
+                "predicted": predicted,
+                "measured": measured,
+                "error": (predicted - measured) / measured,
+                "target": 0.3 if size else 0.2,
+            }
+        )
+        print(f"  {label}: predicted {predicted:.2f} s, measured {measured:.2f} s", flush=True)
+    return rows
+
+
+def one_node() -> list[dict[str, Any]]:
+    eugo.hpc.init(num_cpus=2)
+    try:
+        return cells(GRID)
+    finally:
+        eugo.hpc.shutdown()
+
+
+def two_nodes() -> list[dict[str, Any]]:
+    from ray.cluster_utils import Cluster
+
+    use_token_auth()
+    head = {"num_cpus": 1, "dashboard_host": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        eugo.hpc.init(address=cluster.address)
+        return cells(GRID)
+    finally:
+        eugo.hpc.shutdown()
+        cluster.shutdown()
+
+
+def table(name: str, rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{name}:",
+        "",
+        "| cell | items | slots | serial (s) | predicted (s) | measured (s) | error | in target |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ok = "yes" if abs(r["error"]) <= r["target"] else f"no (±{r['target']:.0%})"
+        lines.append(
+            f"| {r['cell']} | {r['items']} | {r['slots']} | {r['serial']:.2f} "
+            f"| {r['predicted']:.2f} | {r['measured']:.2f} | {r['error']:+.0%} | {ok} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one-node", action="store_true", help="skip the two-node cluster")
+    args = parser.parse_args()
+    runs: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = [("one node, 2 CPUs", one_node)]
+    if not args.one_node:
+        runs.append(("two nodes, 1 CPU each", two_nodes))
+    out = []
+    for name, run in runs:
+        print(f"{name} ...", flush=True)
+        out.append(table(name, run()))
+    print("\n\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

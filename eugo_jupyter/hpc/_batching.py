@@ -1,0 +1,326 @@
+"""The batching engine shared by ``eugo.hpc.map`` and the pandas partitions.
+
+A *unit* is what one task runs: a batch of items for ``map``, one partition for the ``.eugo``
+accessors. The engine owns what both need and nothing else:
+
+- the function and its ``shared=`` keyword arguments go into the object store once
+  (:meth:`Engine.payload`), and each worker process deserializes them once (:func:`fetch`);
+- units are submitted as Ray tasks through the same path as any call (a running
+  ``eugo.hpc.profile()`` records each of them, and ``waiting()`` / ``get`` diagnoses name them);
+- a bounded number of units is in flight, so a lazy input is read only as fast as the cluster
+  works; results come back keyed by the unit's position;
+- a failed unit cancels the others and raises the caller's error; a progress bar appears in a
+  notebook once a run passes two seconds.
+
+*Which* units to run is the caller's business (a :class:`Planner`): ``map`` sizes batches as it
+goes from the measured per-item time, the accessors plan partitions from a timed sample.
+
+>>> from eugo_jupyter.hpc._batching import unit_work
+>>> unit_work(lambda fn, shared, unit: [fn(x) for x in unit], lambda x: x + 1, {}, [1, 2])[0]
+[2, 3]
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+from . import _distribute, _hooks, _session, _submissions, _watch
+from ._options import request_of
+from ._progress import PROGRESS_AFTER, in_notebook, make_bar
+
+__all__ = ["Engine", "Failure", "Planner", "Unit", "fetch", "slots", "unit_work"]
+
+#: Units per slot kept in flight (submitted but not collected): enough that a worker finishing
+#: one finds the next already queued on its node.
+IN_FLIGHT_PER_SLOT = 3
+
+# Worker side: recently used payloads and data frames, deserialized once per worker process.
+# Two entries: the current call plus the one before it (a notebook rarely interleaves more).
+_cache: OrderedDict[bytes, Any] = OrderedDict()
+_CACHE_SIZE = 2
+
+
+def fetch(box: list[Any]) -> Any:
+    """Worker side: the object behind ``box[0]`` (an ``ObjectRef``), deserialized once per process.
+
+    The ref travels inside a list so that Ray passes the ref itself instead of resolving it
+    for every task: large frames and functions are then read once per worker, not per unit.
+    """
+    import ray
+
+    key = box[0].binary()
+    hit = _cache.get(key)
+    if hit is None:
+        hit = ray.get(box[0])
+        _cache[key] = hit
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(key)
+    return hit
+
+
+class Failure:
+    """What a unit sends back when the function raised: where, and the original exception.
+
+    ``where`` is the caller's words for the failing spot (``"item #37 (37)"``, ``"row 'b'"``);
+    ``index`` and ``label`` identify it for the error's attributes.
+    """
+
+    def __init__(
+        self, where: str, error: BaseException, index: Any = None, label: Any = None
+    ) -> None:
+        self.where = where
+        self.index = index
+        self.label = label
+        self.kind = type(error).__name__
+        self.text = str(error)
+        self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        try:
+            self.error_bytes: bytes | None = pickle.dumps(error)
+            pickle.loads(self.error_bytes)
+        except Exception:  # noqa: BLE001 - an exception that cannot travel is described instead
+            self.error_bytes = None
+
+    @property
+    def error(self) -> BaseException | None:
+        """The original exception, when it could travel back from the worker."""
+        return pickle.loads(self.error_bytes) if self.error_bytes else None
+
+
+#: A unit's worker-side body: ``body(fn, shared, unit) -> results``; it returns a
+#: :class:`Failure` instead of raising when it can say which item or row failed.
+Body = Callable[[Callable[..., Any], dict[str, Any], Any], Any]
+
+
+def unit_work(body: Body, fn: Callable[..., Any], shared: dict[str, Any], unit: Any) -> Any:
+    """Run one unit; ``(results, seconds)`` or a :class:`Failure`. Used by workers and locally."""
+    began = time.perf_counter()
+    results = body(fn, shared, unit)
+    if isinstance(results, Failure):
+        return results
+    return results, time.perf_counter() - began
+
+
+def _execute(body: Body, payload: list[Any], unit: Any) -> Any:
+    """Worker side: one task of the engine."""
+    fn, shared = fetch(payload)
+    return unit_work(body, fn, shared, unit)
+
+
+def slots(request: Mapping[str, float]) -> int:
+    """How many calls with this request the cluster can run at once."""
+    import ray
+
+    total = ray.cluster_resources()
+    fits = [total.get(name, 0.0) / amount for name, amount in request.items() if amount > 0]
+    return max(1, int(min(fits))) if fits else max(1, int(total.get("CPU", 1)))
+
+
+class Unit:
+    """One unit to submit: its position in the output (``key``), its size, what the body gets."""
+
+    __slots__ = ("key", "ref", "size", "work")
+
+    def __init__(self, key: int, size: int, work: Any) -> None:
+        self.key = key
+        self.size = size
+        self.work = work
+        self.ref: Any = None  # its future once submitted (to ask Ray where it ran)
+
+
+class Planner(Protocol):
+    """Decides the units: the engine asks for the next one and reports each finished one."""
+
+    def next_unit(self) -> Unit | None:
+        """The next unit to submit, or None when there is none *right now*."""
+
+    def finished(self, unit: Unit, seconds: float) -> None:
+        """A unit came back after running ``seconds`` on its worker."""
+
+    def waiting_on_results(self) -> bool:
+        """True while the planner needs a finished unit before it can plan more (a probe)."""
+
+
+class Engine:
+    """Submits a planner's units as tasks and gathers their results by key.
+
+    >>> engine = Engine("map(square)", body, square, {}, options={})          # doctest: +SKIP
+    >>> results = engine.run(planner, on_failure=to_error)                    # doctest: +SKIP
+    """
+
+    _remote: Any = None  # the one ray.remote of _execute, built on first use
+
+    def __init__(
+        self,
+        name: str,
+        body: Body,
+        fn: Callable[..., Any],
+        shared: Mapping[str, Any] | None,
+        options: dict[str, Any],
+        progress: bool | None = None,
+        total: int | None = None,
+        unit_name: str = "item",
+    ) -> None:
+        import ray
+
+        _session.ensure()
+        self.name = name
+        self.body = body
+        self.options = options
+        self.request = request_of(options, "task")
+        self.submitter = _distribute._Submitter(name, options, "task")
+        self.total = total
+        self.unit_name = unit_name
+        self.show = progress if progress is not None else in_notebook()
+        self.force_bar = bool(progress)
+        if Engine._remote is None:
+            Engine._remote = ray.remote(_execute)
+        self.remote = Engine._remote.options(**{"name": name, **options})
+        self.payload = self.store((fn, dict(shared or {})), fn, shared)
+        self.slots = slots(self.request)
+        # The loop state, one attribute per concern (the run is a few named steps below).
+        self.in_flight: dict[Any, Unit] = {}  # future -> the unit it computes
+        self.results: dict[int, Any] = {}  # unit key -> its results
+        self.done = 0  # items (or rows) finished, for the progress bar
+        self.bar: Any = None
+        self.began = time.monotonic()
+        self.watch: _watch.Watch | None = None  # whether the cluster is still there (_wait)
+
+    def check(self, stacklevel: int) -> None:
+        """Warn at the caller's line when no node can run the request."""
+        self.submitter.check(stacklevel + 1)
+
+    def store(
+        self, value: Any, fn: Any = None, shared: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        """Put ``value`` into the object store once; returns the box that tasks carry."""
+        import ray
+
+        try:
+            return [ray.put(value)]
+        except Exception as exc:
+            if fn is None:
+                raise
+            from . import _checks
+
+            explained = _checks.explain_unpicklable(fn, (), dict(shared or {}), exc)
+            raise (explained or exc) from exc
+
+    # -- the run, in named steps -----------------------------------------------------------
+    def run(
+        self,
+        planner: Planner,
+        on_failure: Callable[[Failure, Unit], BaseException],
+        on_lost: Callable[[BaseException, Unit], BaseException],
+        on_unsendable: Callable[[BaseException, Unit], BaseException | None] | None = None,
+    ) -> dict[int, Any]:
+        """Run every unit the planner gives; ``{unit.key: results}``.
+
+        ``on_failure`` turns a unit's :class:`Failure` into the error to raise, ``on_lost`` a
+        lost task (worker died, cancelled), ``on_unsendable`` a unit that cannot be pickled.
+        """
+        self.on_failure, self.on_lost, self.on_unsendable = on_failure, on_lost, on_unsendable
+        limit = max(2, IN_FLIGHT_PER_SLOT * self.slots)
+        try:
+            while True:
+                while len(self.in_flight) < limit and not planner.waiting_on_results():
+                    unit = planner.next_unit()
+                    if unit is None:
+                        break
+                    self._submit(unit)
+                if not self.in_flight:
+                    break
+                for ref in self._wait():
+                    unit, seconds = self._collect(ref)
+                    planner.finished(unit, seconds)
+                self._tick()
+        except BaseException:
+            self._cancel_all()
+            raise
+        finally:
+            self._close_bar()
+        return self.results
+
+    def _submit(self, unit: Unit) -> None:
+        args = (self.body, self.payload, unit.work)
+        recorder = _hooks.recorder
+        try:
+            if recorder is None:
+                ref = self.remote.remote(*args)
+            else:
+                ref = recorder.submit(self.name, _execute, self.options, self.request, args, {})
+        except Exception as exc:
+            explained = self.on_unsendable(exc, unit) if self.on_unsendable else None
+            if explained is not None:
+                raise explained from exc
+            raise
+        _submissions.remember(ref, self.submitter.name, self.submitter.key)
+        unit.ref = ref
+        self.in_flight[ref] = unit
+
+    def _wait(self) -> list[Any]:
+        import ray
+
+        # With a bar to refresh, wake up now and then; on a cluster, every STEP seconds to ask
+        # whether its head is still there (Ray would wait on, then end the kernel); otherwise
+        # block until a unit is done.
+        if self.watch is None:
+            self.watch = _watch.Watch()
+        timeout = 0.25 if self.show else None
+        if self.watch.address is not None:
+            timeout = min(timeout or _watch.STEP, _watch.STEP)
+        ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=timeout)
+        if not ready:
+            self.watch.check()
+        return ready
+
+    def _collect(self, ref: Any) -> tuple[Unit, float]:
+        import ray
+
+        unit = self.in_flight.pop(ref)
+        try:
+            outcome = ray.get(ref)
+        except Exception as exc:
+            raise self.on_lost(exc, unit) from exc
+        if isinstance(outcome, Failure):
+            raise self.on_failure(outcome, unit) from outcome.error
+        results, seconds = outcome
+        self.results[unit.key] = results
+        self.done += unit.size
+        return unit, seconds
+
+    def _tick(self) -> None:
+        if not self.show:
+            return
+        if self.bar is None:
+            if self.force_bar or time.monotonic() - self.began >= PROGRESS_AFTER:
+                self.bar = make_bar(self.total, self.done, self.name)  # type: ignore[arg-type]
+                self.bar.unit = self.unit_name
+        else:
+            self.bar.update(self.done - self.bar.n)
+
+    def _close_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.done - self.bar.n)
+            self.bar.close()
+
+    def _cancel_all(self) -> None:
+        import ray
+
+        for ref in self.in_flight:
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - best effort: the error that stopped us matters
+                pass
+
+
+def in_order(results: Mapping[int, list[Any]]) -> Iterator[Any]:
+    """The units' results one after another, in key order."""
+    for key in sorted(results):
+        yield from results[key]

@@ -1,0 +1,84 @@
+"""The one entry point other eugo_jupyter packages use to reach hpc's internals.
+
+``magics``, ``widgets``, ``gpu``, ``server`` and ``pandas`` import from here, never from hpc's
+``_x`` modules, so hpc can reshape its files without breaking them (a test scans for it). What
+is here is internal: it may change between releases; users import ``eugo_jupyter.hpc``.
+
+- the session: :func:`ensure`, :func:`connection`, :func:`probe` (try a cluster without
+  switching), :func:`session_generation`, :func:`use_token_auth`;
+- options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
+  :func:`request_of`, :func:`format_options`;
+- the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
+  :func:`infeasible_message`, :func:`infeasible_reason`, :func:`fix_for`, :func:`waiting_from`,
+  :func:`describe_request`, :func:`diagnose`;
+- the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
+  :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
+- serialization diagnosis: :func:`explain_unpicklable`;
+- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyse``, ``submit_cell``, ``CellRun``);
+- Ray's private APIs, used only through :mod:`._raystate`: :func:`dashboard_auth_headers`,
+  :func:`published_dashboard`;
+- :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
+
+>>> from eugo_jupyter.hpc import _internal
+>>> _internal.request_of({"num_gpus": 0.25})
+{'CPU': 1.0, 'GPU': 0.25}
+"""
+
+from __future__ import annotations
+
+from . import _hooks as hooks
+from . import _session, cells
+from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
+from ._checks import current_snapshot, explain_unpicklable, infeasible_message
+from ._feasibility import describe_request, fix_for, infeasible_reason, waiting_from
+from ._futures import diagnose
+from ._options import (
+    RAY_TASK_OPTIONS,
+    format_options,
+    request_of,
+    resolve_options,
+    validate_options,
+)
+from ._progress import in_notebook
+from ._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
+from ._session import connection, ensure, probe, use_token_auth
+
+__all__ = [
+    "RAY_TASK_OPTIONS",
+    "Engine",
+    "Failure",
+    "NodeFacts",
+    "Snapshot",
+    "connection",
+    "current_snapshot",
+    "dashboard_auth_headers",
+    "cells",
+    "describe_request",
+    "diagnose",
+    "ensure",
+    "explain_unpicklable",
+    "fetch",
+    "fix_for",
+    "format_options",
+    "hooks",
+    "in_notebook",
+    "infeasible_message",
+    "infeasible_reason",
+    "probe",
+    "published_dashboard",
+    "request_of",
+    "resolve_options",
+    "session_generation",
+    "slots",
+    "snapshot",
+    "Unit",
+    "unit_work",
+    "use_token_auth",
+    "validate_options",
+    "waiting_from",
+]
+
+
+def session_generation() -> int:
+    """A number that changes on every connect and disconnect: a key for per-cluster caches."""
+    return _session.generation

@@ -1,0 +1,299 @@
+"""``eugo.hpc.readiness``: measure a few items on the cluster and predict whether ``map`` pays.
+
+Steps, each small: resolve the function and options as ``map`` does; check that the function
+and the items pickle; check that the request can run at all; run a sample of items in one task
+on a worker (timing each, sizing results, and, when GPUs are requested, asking the GPU audit's
+measurement whether the function touched one); measure this cluster's overhead per task and cost
+per byte with no-op tasks; look for file paths among the items on every node; then hand the
+numbers to :mod:`._readiness_model` for the prediction, the verdict and the checklist.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from . import _checks, _data_location, _session
+from ._batching import slots as _slots
+from ._map import _unwrap
+from ._options import request_of
+from ._readiness_model import Check, Measurements, ReadinessReport, predict, timing_checks
+
+__all__ = ["readiness"]
+
+#: No-op tasks fanned out to measure the cluster's overhead per task.
+OVERHEAD_TASKS = 40
+#: Bytes shipped per probe task to measure the cost per byte (only when items are large).
+BYTES_PROBE = 2 << 20
+BYTES_PROBE_TASKS = 6
+#: Items under this serialized size make the cost per byte irrelevant: it is not measured.
+BYTES_WORTH_MEASURING = 64 << 10
+
+
+def _noop(*_: Any) -> None:
+    return None
+
+
+def _sample(
+    fn: Callable[..., Any], shared: dict[str, Any], items: list[Any], gpus: float
+) -> dict[str, Any]:
+    """Worker side: time each item, size each result, measure one item's memory, check GPU use."""
+    import pickle
+    import tracemalloc
+
+    import ray
+    from ray import cloudpickle
+
+    times, sizes = [], []
+    fn(items[0], **shared)  # warm-up: imports and caches a worker pays once, not per item
+    began = time.time()
+    for item in items:
+        clock = time.perf_counter()
+        value = fn(item, **shared)
+        times.append(time.perf_counter() - clock)
+        try:
+            sizes.append(len(cloudpickle.dumps(value)))
+        except Exception:  # noqa: BLE001 - a result that cannot travel would fail map too
+            sizes.append(len(pickle.dumps(repr(value))))
+    # memory in a second pass, so tracemalloc's slowdown stays out of the timings
+    tracemalloc.start()
+    try:
+        fn(items[0], **shared)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    audit = None
+    if gpus > 0:
+        import importlib
+
+        gpu_audit = importlib.import_module("eugo_jupyter.gpu.audit")  # the module, not audit()
+        audit = gpu_audit._measure(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times), None)
+    return {
+        "times": times,
+        "result_bytes": sizes,
+        "peak": peak,
+        "node": ray.get_runtime_context().get_node_id(),
+        "audit": audit,
+    }
+
+
+def _pick(items: list[Any], count: int) -> list[Any]:
+    """Items spread over the input (first, last and between), so skew shows in the spread."""
+    if len(items) <= count:
+        return list(items)
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
+
+
+class _Readiness:
+    """One readiness measurement: the steps share the function, options and items."""
+
+    def __init__(self, fn: Any, items: list[Any], batch_size: int | str, shared: dict[str, Any],
+                 sample: int, options: Mapping[str, Any]) -> None:  # fmt: skip
+        self.plain, self.label, self.opts = _unwrap(fn, options)
+        self.items = items
+        self.batch_size = batch_size
+        self.shared = shared
+        self.sample = max(1, sample)
+        self.request = request_of(self.opts, "task")
+        self.checks: list[Check] = []
+
+    def pickles(self) -> str | None:
+        """The first thing that cannot be pickled, as a sentence; records the check."""
+        from ray import cloudpickle
+
+        try:
+            cloudpickle.dumps((self.plain, self.shared))
+        except Exception as exc:  # noqa: BLE001 - the failure is the answer
+            explained = _checks.explain_unpicklable(self.plain, (), self.shared, exc)
+            detail = str(explained or f"{self.label} cannot be pickled: {exc}")
+            return self._fail_pickle(detail)
+        for index, item in enumerate(self.items[: max(self.sample, 100)]):
+            try:
+                cloudpickle.dumps(item)
+            except Exception as exc:  # noqa: BLE001
+                return self._fail_pickle(
+                    f"item #{index} ({type(item).__name__}) cannot be pickled: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+        self.checks.append(Check("arguments can be pickled", True, "the function and items pickle"))
+        return None
+
+    def _fail_pickle(self, detail: str) -> str:
+        self.checks.append(Check(
+            "arguments can be pickled", False, detail,
+            "pass what the object is made from (a path, a number) and build it inside the "
+            "function",
+        ))  # fmt: skip
+        return detail
+
+    def feasible(self) -> str | None:
+        snap = _checks.current_snapshot(max_age=0)
+        never = _checks.infeasible_message(self.request, snap) if snap else None
+        if never:
+            reason, _, fix = never.partition(". Fix: ")
+            self.checks.append(Check("the request can run", False, reason, fix.rstrip(".")))
+            return never
+        self.checks.append(Check("the request can run", True, "a node can run this request"))
+        return None
+
+    def run_sample(self) -> dict[str, Any]:
+        import ray
+
+        chosen = _pick(self.items, self.sample)
+        remote = ray.remote(_sample).options(**{**self.opts, "name": f"readiness({self.label})"})
+        return ray.get(remote.remote(self.plain, self.shared, chosen, self.request.get("GPU", 0)))
+
+    def overhead(self) -> tuple[float, float]:
+        """(fan-out cost per task, one round trip) with this request, on this cluster."""
+        import ray
+
+        remote = ray.remote(_noop).options(**self.opts)
+        ray.get(remote.remote())  # warm a worker
+        clock = time.perf_counter()
+        ray.get(remote.remote())
+        latency = time.perf_counter() - clock
+        clock = time.perf_counter()
+        ray.get([remote.remote() for _ in range(OVERHEAD_TASKS)])
+        return (time.perf_counter() - clock) / OVERHEAD_TASKS, latency
+
+    def per_byte(self, arg_bytes: float, result_bytes: float, overhead: float) -> float:
+        """Seconds per byte shipped, from no-op tasks each carrying ``BYTES_PROBE`` bytes."""
+        import ray
+
+        if arg_bytes + result_bytes < BYTES_WORTH_MEASURING:
+            return 0.0
+        remote = ray.remote(_noop).options(**self.opts)
+        blobs = [os.urandom(BYTES_PROBE) for _ in range(BYTES_PROBE_TASKS)]
+        clock = time.perf_counter()
+        ray.get([remote.remote(blob) for blob in blobs])
+        elapsed = time.perf_counter() - clock - BYTES_PROBE_TASKS * overhead
+        return max(0.0, elapsed / (BYTES_PROBE * BYTES_PROBE_TASKS))
+
+    def gpu_check(self, audit: Mapping[str, Any] | None) -> None:
+        if not self.request.get("GPU"):
+            return
+        used = audit.get("used") if audit else None
+        if used is False:
+            self.checks.append(Check(
+                "the GPU requested is used", False,
+                f"{self.label} asked for {self.request['GPU']:g} GPU and never used it "
+                f"({audit['evidence'] if audit else ''})",
+                "drop num_gpus (the GPU audit, eugo.gpu.audit(), confirms over a whole run), or "
+                "move the work onto the device",
+            ))  # fmt: skip
+        else:
+            detail = "the function used its GPU" if used else "could not tell if it used the GPU"
+            self.checks.append(Check("the GPU requested is used", True if used else None, detail))
+
+    def memory_of_nodes(self) -> tuple[float, int]:
+        """The smallest memory among nodes that can run the request, and its slots."""
+        snap = _checks.current_snapshot(max_age=0)
+        best: tuple[float, int] | None = None
+        for node in snap.alive_nodes if snap else []:
+            fits = [node.total.get(k, 0.0) / v for k, v in self.request.items() if v > 0]
+            slots = int(min(fits)) if fits else int(node.total.get("CPU", 1))
+            memory = node.total.get("memory", 0.0)
+            if slots >= 1 and memory and (best is None or memory < best[0]):
+                best = (memory, slots)
+        return best or (0.0, 1)
+
+    def measure(self) -> ReadinessReport:
+        from ray import cloudpickle
+
+        if self.pickles() or self.feasible() or self.paths_fail():
+            return self._blocked()
+        try:
+            found = self.run_sample()
+        except Exception as exc:  # noqa: BLE001 - the function failing on a worker is the answer
+            cause = getattr(exc, "cause", None) or exc
+            self.checks.append(Check(
+                "the function runs on a worker", False,
+                f"{self.label} raised {type(cause).__name__}: {cause}",
+                f"call {self.label}(item) here on the first items and fix the error",
+            ))  # fmt: skip
+            return self._blocked()
+        sampled = _pick(self.items, self.sample)
+        arg_bytes = statistics.median(len(cloudpickle.dumps(i)) for i in sampled)
+        result_bytes = statistics.median(found["result_bytes"])
+        overhead, latency = self.overhead()
+        memory, node_slots = self.memory_of_nodes()
+        m = Measurements(
+            function=self.label,
+            items=len(self.items),
+            sampled=len(found["times"]),
+            per_item_s=found["times"],
+            arg_bytes=float(arg_bytes),
+            result_bytes=float(result_bytes),
+            overhead_s=overhead,
+            latency_s=latency,
+            per_byte_s=self.per_byte(arg_bytes, result_bytes, overhead),
+            slots=_slots(self.request),
+            request=dict(self.request),
+            batch_size=self.batch_size,
+            node=found["node"],
+            node_memory=memory,
+            node_slots=node_slots,
+            peak_item_bytes=float(found["peak"]),
+        )
+        prediction = predict(m)
+        self.gpu_check(found["audit"])
+        self.checks.extend(timing_checks(m, prediction))
+        return ReadinessReport(m, prediction, self.checks)
+
+    def paths_fail(self) -> bool:
+        check = Check(*_data_location.paths_check(self.items[: max(self.sample, 100)]))
+        self.checks.append(check)
+        return check.ok is False
+
+    def _blocked(self) -> ReadinessReport:
+        last = self.checks[-1]
+        return ReadinessReport(None, None, self.checks, blocking=f"{last.detail}; fix: {last.fix}")
+
+
+def readiness(
+    fn: Callable[..., Any] | Any,
+    items: Iterable[Any],
+    *,
+    batch_size: int | str = "auto",
+    shared: Mapping[str, Any] | None = None,
+    sample: int = 8,
+    **options: Any,
+) -> ReadinessReport:
+    """Is ``eugo.hpc.map(fn, items, ...)`` worth running on this cluster? A measured prediction.
+
+    Takes what ``map`` takes (``batch_size=1`` asks about one task per item; ``num_cpus=``,
+    ``num_gpus=`` and the other options set the request). Runs ``sample`` items, spread over
+    the input, in one task on a worker, measures this cluster's overhead per task, and returns a
+    :class:`ReadinessReport`: per-item time, sizes, the batches ``map`` would choose, predicted
+    times serially and on the cluster, a one-sentence ``verdict`` and a checklist with fixes
+    (pickling, item size, argument size, GPU use, memory, paths the workers cannot see).
+    ``items`` is read into a list (a generator is consumed).
+
+    >>> import eugo_jupyter as eugo
+    >>> report = eugo.hpc.readiness(resample, tiles)      # doctest: +SKIP
+    >>> report.verdict                                     # doctest: +SKIP
+    'worth it: about 7.4x faster on 8 slots'
+    >>> report.as_dict()["prediction"]["speedup"]          # doctest: +SKIP
+    7.41
+    """
+    if batch_size != "auto" and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise ValueError(
+            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
+        )
+    if shared is not None and not isinstance(shared, Mapping):
+        raise TypeError("shared= takes a dict of keyword arguments passed to every call.")
+    try:
+        listed = list(items)
+    except TypeError:
+        raise TypeError(
+            f"eugo.hpc.readiness needs an iterable of items, not {type(items).__name__}."
+        ) from None
+    if not listed:
+        raise ValueError("eugo.hpc.readiness needs at least one item to measure.")
+    _session.ensure()
+    return _Readiness(fn, listed, batch_size, dict(shared or {}), sample, options).measure()

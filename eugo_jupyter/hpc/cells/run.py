@@ -1,0 +1,261 @@
+"""The driver side of a ``%%distribute`` cell: submit, wait, stream its output, bind its names.
+
+:func:`submit_cell` sends a cell through the same path as ``@eugo.hpc.distribute`` (option
+checks, infeasible diagnosis, submission records) and returns a :class:`CellRun`, which owns what
+follows: waiting (with a timeout that cancels the task), the output read from the hub while it
+runs, and binding the names the cell assigned into the notebook's namespace (a plain dict, so
+nothing here needs IPython). The magic only parses flags and renders errors.
+
+>>> plan = analyse("total = sum(data)")
+>>> run = submit_cell(plan, "<cell>", {"data": [1, 2]}, {}, "demo")  # doctest: +SKIP
+>>> run.wait(emit=print)                                   # doctest: +SKIP
+>>> user_ns = {}; run.bind(run.payload, user_ns); user_ns  # doctest: +SKIP
+{'total': 3}
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ...exceptions import CellError, GetTimeoutError
+from .analysis import CellPlan
+from .worker import Chunks, OutputHub, notebook_cell, pickle_problem
+
+__all__ = ["CellRun", "adopt", "submit_cell", "unpicklable_inputs"]
+
+#: How often a waiting kernel polls for the result and the output (seconds).
+POLL = 0.1
+#: The longest one read of the output hub may take before the wait goes on without it.
+HUB_READ_TIMEOUT = 10.0
+
+Emit = Callable[[Chunks], None]
+
+_hub: Any = None
+_hub_name = ""
+_hub_generation = -1
+_function: Any = None
+
+
+def _output_hub() -> tuple[Any, str]:
+    """The session's hub actor and its name, started on first use and again after a reconnect."""
+    global _hub, _hub_name, _hub_generation
+    from .. import _session
+    from .._distribute import distribute
+
+    if _hub is None or _hub_generation != _session.generation:
+        _hub_name = f"eugo-output-{uuid.uuid4().hex[:8]}"
+        _hub = distribute(OutputHub).options(num_cpus=0, name=_hub_name)().handle
+        _hub_generation = _session.generation
+    return _hub, _hub_name
+
+
+def _cell_function() -> Any:
+    global _function
+    from .._distribute import DistributedFunction
+
+    if _function is None:
+        _function = DistributedFunction(notebook_cell, {"num_returns": 2})
+    return _function
+
+
+def adopt(value: Any, user_ns: dict[str, Any]) -> Any:
+    """A function defined in the cell comes back seeing the notebook's globals, as if made there."""
+    if isinstance(value, types.FunctionType) and value.__module__ == "__main__":
+        if value.__globals__ is not user_ns:
+            adopted = types.FunctionType(
+                value.__code__, user_ns, value.__name__, value.__defaults__, value.__closure__
+            )
+            adopted.__kwdefaults__ = value.__kwdefaults__
+            adopted.__qualname__ = value.__qualname__
+            adopted.__doc__ = value.__doc__
+            adopted.__annotations__ = value.__annotations__
+            adopted.__dict__.update(value.__dict__)
+            return adopted
+    return value
+
+
+class CellRun:
+    """One submitted cell: its two futures (value, payload), its output stream, its names.
+
+    ``payload`` is set once :meth:`wait` returned (what the worker sent back besides the value).
+    """
+
+    def __init__(
+        self, value_ref: Any, payload_ref: Any, cell_id: str, hub: Any, inputs: Iterable[str] = ()
+    ) -> None:
+        self.value_ref, self.payload_ref = value_ref, payload_ref
+        self.cell_id, self.hub = cell_id, hub
+        #: The notebook names the cell read: only these may be deleted by a ``del`` in the cell.
+        self.inputs = set(inputs)
+        #: The next output batch to read from the hub.
+        self.next_batch = 0
+        self.payload: dict[str, Any] | None = None
+
+    # -- state ------------------------------------------------------------------------------
+    def ready(self, timeout: float = 0) -> bool:
+        import ray
+
+        done, _ = ray.wait([self.payload_ref], timeout=timeout, fetch_local=False)
+        return bool(done)
+
+    def cancel(self) -> None:
+        """Stop the cell's task: a queued one never starts, a running one's worker is ended.
+
+        Ray 2.60 ignores a polite cancel for a task with two results, so this is the forced one
+        (``eugo.hpc.cancel(fut, force=True)`` does the same for a ``--no-block`` future).
+        """
+        import ray
+
+        ray.cancel(self.value_ref, force=True, recursive=True)
+
+    # -- output -----------------------------------------------------------------------------
+    def read_output(self) -> Chunks:
+        """Output batches that arrived since the last read, in order."""
+        import ray
+
+        try:
+            # Bounded: a hub on a cluster that just died must not hold the wait (read again
+            # next poll: reads are by batch index).
+            self.next_batch, chunks = ray.get(
+                self.hub.read.remote(self.cell_id, self.next_batch), timeout=HUB_READ_TIMEOUT
+            )
+        except Exception:  # noqa: BLE001 - a lost hub loses output, never the result
+            return []
+        return chunks
+
+    def drain(self, sent: int, emit: Emit, patience: float = 10.0) -> None:
+        """Read until the ``sent`` batches the task reported have all arrived."""
+        deadline = time.monotonic() + patience
+        while self.next_batch < sent and time.monotonic() < deadline:
+            chunks = self.read_output()
+            if chunks:
+                emit(chunks)
+            elif self.next_batch < sent:
+                time.sleep(0.02)
+
+    def finish_output(self, payload: dict[str, Any], emit: Emit) -> None:
+        """The batches still in flight, then the tail that came back with the result."""
+        self.drain(payload.get("sent", 0), emit)
+        if payload.get("tail"):
+            emit(payload["tail"])
+
+    # -- waiting ----------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None, emit: Emit | None = None) -> Any:
+        """Block until the cell finished, streaming its output to ``emit``; returns its value.
+
+        Raises :class:`~eugo_jupyter.exceptions.CellError` when the cell's code raised (its
+        ``info`` carries the traceback; the output was emitted first), and
+        :class:`~eugo_jupyter.exceptions.GetTimeoutError` after ``timeout`` seconds, having
+        cancelled the task. Ctrl-C cancels the task too.
+        """
+        import ray
+        from ray.exceptions import GetTimeoutError as RayGetTimeoutError
+        from ray.exceptions import RayTaskError
+
+        from .._futures import diagnose
+        from .._watch import Watch
+
+        emit = emit or (lambda _chunks: None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        watch = Watch()  # a dead cluster raises ClusterError within seconds (Ray would wait on)
+        try:
+            # One get per poll (not a wait, then a get): a quick cell costs one round trip.
+            while True:
+                try:
+                    value, payload = ray.get([self.value_ref, self.payload_ref], timeout=POLL)
+                    break
+                except RayGetTimeoutError:
+                    pass
+                watch.check()  # before reading output: the hub lives on the cluster too
+                emit(self.read_output())
+                if deadline is not None and time.monotonic() > deadline:
+                    diagnosis = diagnose([self.value_ref])
+                    self.cancel()
+                    raise GetTimeoutError(
+                        f"The cell did not finish within {timeout:g} s, so its task was "
+                        f"cancelled.\n{diagnosis}"
+                    )
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+        except RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if not isinstance(cause, CellError):
+                raise
+            self.payload = cause.info
+            self.finish_output(cause.info, emit)
+            raise cause from None
+        self.payload = payload
+        self.finish_output(payload, emit)
+        return value
+
+    def result_payload(self) -> dict[str, Any] | None:
+        """A finished ``--no-block`` cell's payload (its error's ``info`` if it raised), or None
+        if it was cancelled or its cluster is gone."""
+        import ray
+
+        try:
+            return dict(ray.get(self.payload_ref))
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            return cause.info if isinstance(cause, CellError) else None
+        except Exception:  # noqa: BLE001 - cancelled or lost: nothing to bind
+            return None
+
+    # -- names ------------------------------------------------------------------------------
+    def bind(self, payload: dict[str, Any], user_ns: dict[str, Any]) -> None:
+        """Put the names the cell assigned into ``user_ns`` and drop those it deleted.
+
+        A name that could not be pickled is reported on stderr: it existed only on the worker.
+        """
+        for name, value in payload.get("bound", {}).items():
+            user_ns[name] = adopt(value, user_ns)
+        for name in payload.get("deleted", []):
+            if name in self.inputs:
+                user_ns.pop(name, None)
+        for name, why in payload.get("unsent", {}).items():
+            print(
+                f"{name} was not brought back into the notebook: it cannot be pickled ({why}). "
+                "It existed only on the worker; return something picklable instead "
+                "(for example its data, or a path).",
+                file=sys.stderr,
+            )
+
+
+def submit_cell(
+    plan: CellPlan,
+    filename: str,
+    inputs: dict[str, Any],
+    options: dict[str, Any],
+    label: str,
+) -> CellRun:
+    """Submit a cell through the same path as ``@distribute`` (validation, warnings, records)."""
+    from .. import _session
+
+    _session.ensure()
+    cell_id = uuid.uuid4().hex
+    hub, hub_name = _output_hub()
+    spec = {
+        "cell_id": cell_id,
+        "source": plan.source,
+        "filename": filename,
+        "has_value": plan.has_value,
+        "assigned": plan.assigned,
+        "hub": hub_name,  # looked up by name on the first print, not shipped with each cell
+    }
+    call = _cell_function().options(**{"name": label, **options})
+    value_ref, payload_ref = call(spec, inputs)
+    return CellRun(value_ref, payload_ref, cell_id, hub, inputs)
+
+
+def unpicklable_inputs(inputs: dict[str, Any]) -> Iterable[tuple[str, Any, str]]:
+    """``(name, value, reason)`` for each input that cannot be sent to a worker."""
+    for name, value in inputs.items():
+        problem = pickle_problem(value)
+        if problem is not None:
+            yield name, value, problem

@@ -1,0 +1,146 @@
+"""The magics' flags: shared argument groups, parsing into a ``UsageError`` that says what to type.
+
+Follows ipyparallel: ``@magic_arguments`` groups shared between magics, ``parse_argstring``,
+and every mistake a :class:`~IPython.core.error.UsageError` with a sentence the user can act on.
+
+>>> check_timeout(float("nan"))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+IPython.core.error.UsageError: --timeout nan: the timeout must be a positive, finite number ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, argument_group, parse_argstring
+
+from ..exceptions import OptionsError
+from ..hpc._internal import resolve_options
+
+__all__ = ["CELL_FLAGS", "cell_flags", "check_timeout", "options_from", "parse", "resource_flags"]
+
+CELL_FLAGS = (
+    "--num-cpus N, --num-gpus F, --memory M, --gpu-memory M, --options W, --name NAME, "
+    "--timeout S, --no-block --out VAR"
+)
+#: The resource flags, as the option names they set.
+RESOURCE_KEYS = ("num_cpus", "num_gpus", "memory", "gpu_memory")
+
+
+def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Apply decorators as if written top to bottom, so groups can be shared between magics."""
+
+    def apply(func: Any) -> Any:
+        for deco in reversed(decorators):
+            func = deco(func)
+        return func
+
+    return apply
+
+
+#: Per-call resources, shared by %%distribute, %eugo options and %eugo check.
+resource_flags = _stack(
+    argument_group("resources", "What one call asks the scheduler for (as in f.options(...))."),
+    argument("--num-cpus", type=float, metavar="N", help="CPUs for the task (default 1)."),
+    argument(
+        "--num-gpus", type=float, metavar="F",
+        help="GPUs: a fraction below 1 (0.25, 0.5) shares one GPU, or whole GPUs (1, 2).",
+    ),
+    argument("--memory", metavar="M", help='Memory to reserve: bytes or "4GB", "512MiB".'),
+    argument(
+        "--gpu-memory", metavar="M",
+        help='GPU memory one call needs ("6GB"): sized into a num_gpus fraction of the '
+        "cluster's GPUs.",
+    ),
+    argument(
+        "--options", metavar="W",
+        help="A ResourceOptions widget or a dict from the notebook; the flags above win over it.",
+    ),
+)  # fmt: skip
+
+#: How a cell is run and waited for.
+cell_flags = _stack(
+    argument_group("running", "How the cell is submitted and waited for."),
+    argument(
+        "--name", metavar="NAME", help="Task name shown in the dashboard and eugo.hpc.waiting()."
+    ),
+    argument(
+        "--timeout", type=float, metavar="S",
+        help="Cancel the cell if it has not finished after S seconds.",
+    ),
+    argument("--no-block", action="store_true", help="Return at once; needs --out VAR."),
+    argument(
+        "--out", metavar="VAR", help="With --no-block: the variable that gets the cell's future."
+    ),
+)  # fmt: skip
+
+
+def parse(magic: Callable[..., Any], line: str, usage: str) -> Any:
+    """The parsed flags of ``line``, or a ``UsageError`` that ends with ``usage``."""
+    try:
+        return parse_argstring(magic, line)
+    except ValueError as exc:  # shlex: an unclosed quote ("No closing quotation")
+        raise UsageError(
+            f"{line.strip()!r} cannot be read as flags: {exc} (a quote was opened and not "
+            f'closed). Close it, as in --name "my run". {usage}'
+        ) from None
+    except UsageError as exc:
+        message = str(exc)
+        words = [w for w in shlex.split(line, posix=True) if w.startswith("--")] if line else []
+        known = [a for action in magic.parser._actions for a in action.option_strings]  # type: ignore[attr-defined]
+        hints = [
+            f"{word} is not a flag; did you mean {close[0]}?"
+            for word in words
+            if word.split("=")[0] not in known
+            for close in [difflib.get_close_matches(word.split("=")[0], known, n=1)]
+            if close
+        ]
+        hint = (" " + " ".join(hints)) if hints else ""
+        raise UsageError(f"{message}.{hint} {usage}") from None
+
+
+def check_timeout(timeout: float | None) -> None:
+    """A ``--timeout`` must be a positive, finite number of seconds (``nan`` would never fire)."""
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(
+            f"--timeout {timeout:g}: the timeout must be a positive, finite number of seconds, "
+            "such as --timeout 60."
+        )
+
+
+def options_from(args: Any, user_ns: dict[str, Any]) -> dict[str, Any]:
+    """Options from ``--options W``, then the flags (which win); checked by the API's rules."""
+    options: dict[str, Any] = {}
+    if args.options:
+        name = args.options
+        if name not in user_ns:
+            raise UsageError(
+                f"--options {name}: there is no variable {name!r} in the notebook. Pass the "
+                "name of a ResourceOptions widget or of a dict, such as "
+                "opts = {'num_cpus': 2} then --options opts."
+            )
+        source = user_ns[name]
+        value = getattr(source, "value", source)
+        if not isinstance(value, dict):
+            raise UsageError(
+                f"--options {name}: {name} is a {type(source).__name__}; it must be a "
+                "ResourceOptions widget (eugo.widgets.ResourceOptions()) or a dict of options."
+            )
+        options.update(value)
+    for key in RESOURCE_KEYS:
+        flag = getattr(args, key, None)
+        if flag is not None:
+            options[key] = int(flag) if isinstance(flag, float) and flag.is_integer() else flag
+    if getattr(args, "name", None):
+        options["name"] = args.name
+    try:
+        return resolve_options(options, "task")
+    except OptionsError as exc:
+        flag = str(exc).split("=")[0].replace("_", "-")
+        raise UsageError(f"{exc} (from --{flag.lstrip('-')} or --options)") from None

@@ -1,0 +1,186 @@
+"""``partitions="auto"``: time a sample, then decide whether to split and into how many partitions.
+
+The rule, in the issue's words: at least two or three partitions per free slot, each running
+tens of milliseconds or more, none larger than about 100 MB; and when splitting would cost more
+than it saves, run in pandas here and say so with the numbers. Groups are never split; they are
+packed into partitions largest first (a huge group gets a partition of its own).
+
+The sample runs in this process: a worker round trip alone costs more than a small frame takes in
+pandas, and the fallback must stay within a few percent of pandas. It takes rows spread over the
+frame, doubling until it has run a few milliseconds (never more than 5% of the rows), and its
+output comes from real rows, so nothing is guessed from fake data. The partitions' own times,
+measured on the workers, are in :attr:`Plan.measured` after the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Plan", "pack_groups", "plan", "sample_cost"]
+
+#: Each partition should run at least this long, so the fixed cost per task stays small.
+MIN_PART_S = 0.05
+#: Partitions per slot (how many run at once): enough that a slow one does not leave others idle.
+PARTS_PER_SLOT = 3
+#: No partition above this size.
+MAX_PART_BYTES = 100_000_000
+#: The sample stops once it has run this long...
+SAMPLE_S = 0.005
+#: ...or covers this share of the rows.
+SAMPLE_SHARE = 0.05
+#: What splitting costs at the least on a busy machine: storing the frame, submitting and
+#: gathering the partitions, joining the results; plus moving the bytes at BYTES_PER_S.
+FIXED_COST_S = 0.04
+BYTES_PER_S = 500e6
+
+
+def _fmt_s(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    return f"{seconds:.1f} s"
+
+
+@dataclass
+class Plan:
+    """How a call was run and why; ``str(plan)`` says it in a sentence."""
+
+    rows: int
+    per_row_s: float | None  # None when no sample ran (partitions given, or GPUs requested)
+    nbytes: int
+    slots: int
+    partitions: int
+    distribute: bool
+    unit: str = "rows"
+    sizes: list[int] = field(default_factory=list)  # rows per partition, in submission order
+    measured: list[float] = field(default_factory=list)  # seconds per partition, on the workers
+
+    @property
+    def serial_s(self) -> float | None:
+        return None if self.per_row_s is None else self.per_row_s * self.rows
+
+    @property
+    def cost_s(self) -> float:
+        return FIXED_COST_S + self.nbytes / BYTES_PER_S
+
+    def fallback_message(self, method: str) -> str:
+        return (
+            f"{method} ran in pandas here: {self.rows:,} {self.unit} x "
+            f"{_fmt_s(self.per_row_s or 0.0)} = {_fmt_s(self.serial_s or 0.0)}; splitting "
+            f"would cost about {_fmt_s(self.cost_s)}"
+            + (f" on {self.slots} slot{'s' if self.slots > 1 else ''}" if self.slots else "")
+            + ", more than it saves. Pass partitions=N to split anyway."
+        )
+
+    def __str__(self) -> str:
+        if not self.distribute:
+            return self.fallback_message("the call")
+        size = math.ceil(self.rows / max(self.partitions, 1))
+        slots = f"{self.slots} slot{'s' if self.slots != 1 else ''}"
+        text = f"{self.partitions} partitions of about {size:,} {self.unit} on {slots}"
+        if self.per_row_s is not None:
+            text += (
+                f": a sample took {_fmt_s(self.per_row_s)} per row, about "
+                f"{_fmt_s(self.serial_s or 0.0)} in all; aiming for {PARTS_PER_SLOT} per slot, "
+                f"each {_fmt_s(MIN_PART_S)} or more, none over {MAX_PART_BYTES // 1_000_000} MB"
+            )
+        if self.measured:
+            text += (
+                f". On the workers they took {_fmt_s(min(self.measured))} to "
+                f"{_fmt_s(max(self.measured))}"
+            )
+        return text
+
+
+def sample_cost(run: Callable[[int], int], rows: int) -> float:
+    """Seconds per row: ``run(k)`` runs the function on about k sample rows (returns rows done).
+
+    Rounds double from 8 rows until the sample has run ``SAMPLE_S`` (two rounds at least) or
+    covers ``SAMPLE_SHARE`` of the rows. The cost per row is the slope between the smallest
+    and the largest round, so the fixed cost of one pandas call (a millisecond or more on a busy
+    machine) is not mistaken for row work.
+
+    >>> sample_cost(lambda k: k, 100_000) < 1e-3     # a "function" that costs nothing
+    True
+    """
+    limit = max(1, int(rows * SAMPLE_SHARE))
+    k, done, spent = min(8, limit), 0, 0.0
+    rounds: list[tuple[int, float]] = []
+    while True:
+        began = time.perf_counter()
+        got = run(k)
+        seconds = time.perf_counter() - began
+        spent += seconds
+        done += got
+        if got:
+            rounds.append((got, seconds))
+        k *= 2
+        # Two rounds at least: one round alone cannot tell row work from fixed cost.
+        if not got or (spent >= SAMPLE_S and len(rounds) >= 2) or done + k > limit:
+            break
+    if not rounds:
+        return 0.0
+    small, big = min(rounds), max(rounds)
+    average = big[1] / big[0]
+    slope = (big[1] - small[1]) / (big[0] - small[0]) if big[0] > small[0] else 0.0
+    if slope <= 0:  # noise larger than the row work: the largest round's average bounds it
+        return average
+    return max(min(slope, average), average / 4)
+
+
+def plan(
+    rows: int, per_row_s: float | None, nbytes: int, count_slots: Callable[[], int], partitions: Any
+) -> Plan:
+    """Choose the partition count (``partitions`` is "auto" or a number).
+
+    ``count_slots`` asks the cluster how many calls can run at once; it is not asked when the
+    work is too small to split on any number of slots (asking costs a round trip).
+    """
+    if per_row_s is not None and partitions == "auto":
+        cost = FIXED_COST_S + nbytes / BYTES_PER_S
+        if rows < 2 or per_row_s * rows * 0.75 < cost:
+            return Plan(rows, per_row_s, nbytes, 0, 1, distribute=False)
+    slots = count_slots()
+    if partitions != "auto":
+        count = max(1, min(int(partitions), rows))
+        return Plan(rows, per_row_s, nbytes, slots, count, distribute=rows > 0)
+    if per_row_s is None:  # no sample: what the request asked for may not exist here
+        count = max(1, min(rows, PARTS_PER_SLOT * slots, math.ceil(nbytes / MAX_PART_BYTES)))
+        count = max(count, min(rows, PARTS_PER_SLOT * slots))
+        return Plan(rows, None, nbytes, slots, count, distribute=rows > 0)
+    result = Plan(rows, per_row_s, nbytes, slots, 1, distribute=False)
+    serial = per_row_s * rows
+    # Split when the split run (serial / slots + cost) saves at least a quarter of the time.
+    if rows < 2 or slots < 2 or serial / slots + result.cost_s > 0.75 * serial:
+        return result
+    by_time = int(serial // MIN_PART_S)
+    count = min(PARTS_PER_SLOT * slots, by_time)
+    count = max(count, 2, math.ceil(nbytes / MAX_PART_BYTES))
+    result.partitions = min(count, rows)
+    result.distribute = True
+    return result
+
+
+def pack_groups(sizes: list[int], partitions: int) -> list[list[int]]:
+    """Group numbers per partition, balanced by size, largest first; each list sorted.
+
+    >>> pack_groups([100, 1, 1, 1, 1], 2)
+    [[0], [1, 2, 3, 4]]
+    """
+    partitions = max(1, min(partitions, len(sizes)))
+    bins: list[tuple[int, int]] = [(0, p) for p in range(partitions)]
+    members: list[list[int]] = [[] for _ in range(partitions)]
+    for code in sorted(range(len(sizes)), key=lambda c: -sizes[c]):
+        load, p = heapq.heappop(bins)
+        members[p].append(code)
+        heapq.heappush(bins, (load + sizes[code] + 1, p))  # +1: each group has a fixed cost
+    # Heaviest partition first: the longest task should start first.
+    loads = [sum(sizes[c] for c in m) for m in members]
+    order = sorted(range(partitions), key=lambda p: -loads[p])
+    return [sorted(members[p]) for p in order if members[p]]

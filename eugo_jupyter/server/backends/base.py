@@ -1,0 +1,123 @@
+"""The backend interface: validate a spec, plan, start, read state, stop.
+
+The manager drives every kind of cluster through these five steps and never looks inside a
+backend. A backend keeps what it needs to find its cluster again in the cluster's *record* (a
+JSON-ready dict the manager writes to disk), under keys it owns. Every method but
+:meth:`Backend.validate` and :meth:`Backend.plan` may block (the manager runs them in a thread).
+
+>>> from eugo_jupyter.server.backends.local import LocalBackend
+>>> backend = LocalBackend()
+>>> spec = backend.validate({"kind": "local", "head": {"num_cpus": 2}})
+>>> backend.plan(spec).summary
+'A head with 2 CPUs on this machine.'
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypedDict
+
+__all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec"]
+
+
+class PlanModel(TypedDict):
+    """``POST /eugo/clusters/preview``: what a launch would run, nothing started."""
+
+    kind: str
+    name: str
+    summary: str
+    scripts: list[dict[str, Any]]  # [{"name": "head", "count": 1, "text": "#!/bin/bash..."}]
+    commands: list[list[str]]  # argument lists, run in this order
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A checked launch request: the display name, the lifetime and the backend's own part."""
+
+    kind: str
+    name: str
+    lifetime: str | None
+    fields: Any  # the backend's own typed spec (NodeSpecs, SlurmSpec, an address)
+
+    def to_model(self) -> Any:
+        to_model = getattr(self.fields, "to_model", None)
+        return to_model() if to_model else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What :meth:`Backend.start` will do, readable before anything runs."""
+
+    summary: str
+    scripts: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+
+    def to_model(self, spec: Spec) -> PlanModel:
+        return {
+            "kind": spec.kind,
+            "name": spec.name,
+            "summary": self.summary,
+            "scripts": self.scripts,
+            "commands": self.commands,
+        }
+
+
+@dataclass
+class Observed:
+    """What a backend sees of its cluster right now (:meth:`Backend.state`)."""
+
+    address: str | None = None  # the head's GCS host:port once known
+    dashboard_url: str | None = None
+    nodes_expected: int = 1  # Ray nodes that should be alive when the cluster is up
+    ended: str | None = None  # gone for good, and why (a sentence); the record is then removed
+    blocked: str | None = None  # will not start as asked (a sentence saying what to change)
+    waiting: bool = False  # queued outside Ray (a scheduler): no launch deadline runs meanwhile
+    detail: dict[str, Any] | None = None  # the model's key named after the kind
+
+
+class Backend(ABC):
+    """One kind of cluster. Subclasses set ``kind`` and implement the five steps."""
+
+    kind: ClassVar[str]
+    #: False for clusters the manager did not start (``connect``): nothing to stop.
+    owns_processes: ClassVar[bool] = True
+    #: Whether :meth:`add_node` / :meth:`remove_node` are offered.
+    scalable: ClassVar[bool] = False
+    #: True: :meth:`start` returns within seconds (it submits, or checks an address), so the
+    #: manager runs it before answering and a refusal is the request's 400; False: it runs in
+    #: the background and a failure shows on the card.
+    starts_quickly: ClassVar[bool] = False
+
+    @abstractmethod
+    def validate(self, body: dict[str, Any]) -> Spec:
+        """Check a ``POST /eugo/clusters`` body; raise OptionsError naming the bad field."""
+
+    @abstractmethod
+    def plan(self, spec: Spec) -> Plan:
+        """What starting ``spec`` would run, for the preview; starts nothing."""
+
+    @abstractmethod
+    def start(self, spec: Spec, record: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Start the cluster; returns the keys to add to its record. Blocks."""
+
+    @abstractmethod
+    def state(self, record: dict[str, Any]) -> Observed:
+        """What the backend sees now (cheap; called on every monitoring read). Blocks."""
+
+    @abstractmethod
+    def stop(self, record: dict[str, Any]) -> list[str]:
+        """Stop everything the cluster started; returns what is left (empty: the proof)."""
+
+    def adopt(self, record: dict[str, Any]) -> str | None:
+        """A record a previous server left: "running"/"starting" to keep it, None to forget it
+        (after stopping whatever half of it is left)."""
+        return "running"
+
+    def add_node(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Add one worker node; returns the keys to update in the record."""
+        raise NotImplementedError
+
+    def remove_node(self, record: dict[str, Any], node: str) -> dict[str, Any]:
+        """Remove the worker node ``node``; returns the keys to update in the record."""
+        raise NotImplementedError

@@ -1,0 +1,167 @@
+"""Idle timeout and maximum lifetime of a launched cluster: when it should stop by itself, and why.
+
+Both are optional and set at launch (``"idle_timeout"`` and ``"max_lifetime"``, in seconds, in
+the body of ``POST /eugo/clusters``). A cluster is *idle* when it has no running or pending task
+and no connected driver (a kernel that called ``eugo.hpc.init``, a job). The manager observes it
+every few seconds with :func:`busy`, feeds :meth:`Expiry.observe`, and stops the cluster when a
+reason comes back; the model's ``expiry`` says what will happen and, afterwards, what happened.
+
+Off by default for local clusters: a local cluster costs nothing while idle, and stopping it
+would silently drop what a kernel keeps on it between cells (actors, objects put with ``put``).
+
+>>> e = Expiry(idle_timeout=60, max_lifetime=None, started=0.0)
+>>> e.observe(busy=False, now=10.0), e.observe(busy=False, now=71.0)
+(None, 'idle')
+>>> e.to_model(now=71.0)["reason"]
+'Stopped after 60 s without tasks or connected kernels (idle timeout).'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from ..exceptions import OptionsError
+
+__all__ = ["MAX_SECONDS", "Expiry", "ExpiryModel", "busy", "check_interval", "parse_limits"]
+
+MAX_SECONDS = 30 * 24 * 3600
+
+
+class ExpiryModel(TypedDict):
+    """The ``expiry`` part of a cluster model (null when neither limit is set)."""
+
+    idle_timeout: float | None  # seconds, as asked at launch
+    max_lifetime: float | None
+    idle_for: float | None  # seconds idle so far; null while busy or not yet observed
+    stops_in: float | None  # seconds to the earlier of the two limits, for the card's countdown
+    stops_because: str | None  # "idle" | "max_lifetime": which limit stops_in counts down to
+    fired: str | None  # "idle" | "max_lifetime" once it fired
+    reason: str | None  # the sentence recorded when it fired
+
+
+def _seconds(value: Any, key: str) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or math.isnan(value)
+        or not 0 < value <= MAX_SECONDS
+    ):
+        raise OptionsError(
+            f"{key}={value!r} is not allowed: give seconds above 0 and at most {MAX_SECONDS} "
+            "(30 days), or leave it out to keep the cluster until you shut it down."
+        )
+    return float(value)
+
+
+def parse_limits(body: dict[str, Any]) -> tuple[float | None, float | None]:
+    """``(idle_timeout, max_lifetime)`` from a launch body; raises OptionsError on bad values.
+
+    >>> parse_limits({"idle_timeout": 600})
+    (600.0, None)
+    """
+    return _seconds(body.get("idle_timeout"), "idle_timeout"), _seconds(
+        body.get("max_lifetime"), "max_lifetime"
+    )
+
+
+def check_interval(idle_timeout: float | None, max_lifetime: float | None) -> float:
+    """How often to look: often enough that a limit fires within a few percent of it."""
+    limits = [x for x in (idle_timeout, max_lifetime) if x]
+    return max(0.5, min(5.0, *(x / 10 for x in limits))) if limits else 5.0
+
+
+@dataclass
+class Expiry:
+    """The limits of one cluster and what was observed so far (times are ``time.time()``).
+
+    ``started`` is when the cluster began running (None before): a slow launch does not eat
+    into the lifetime, and the launch has its own timeout.
+    """
+
+    idle_timeout: float | None
+    max_lifetime: float | None
+    started: float | None
+    idle_since: float | None = None
+    fired: str | None = None
+    fired_at: float | None = None
+
+    def observe(self, busy: bool, now: float) -> str | None:
+        """Record one look at the cluster; returns "idle" or "max_lifetime" when one fires."""
+        if self.fired:
+            return None
+        if self.started is None:
+            self.started = now
+        self.idle_since = None if busy else (self.idle_since if self.idle_since else now)
+        if self.max_lifetime is not None and now - self.started >= self.max_lifetime:
+            self.fired = "max_lifetime"
+        elif (
+            self.idle_timeout is not None
+            and self.idle_since is not None
+            and now - self.idle_since >= self.idle_timeout
+        ):
+            self.fired = "idle"
+        if self.fired:
+            self.fired_at = now
+        return self.fired
+
+    def reason(self) -> str | None:
+        if self.fired == "idle":
+            return (
+                f"Stopped after {self.idle_timeout:g} s without tasks or connected kernels "
+                "(idle timeout)."
+            )
+        if self.fired == "max_lifetime":
+            return f"Stopped when it reached its maximum lifetime of {self.max_lifetime:g} s."
+        return None
+
+    def to_model(self, now: float) -> ExpiryModel:
+        countdowns = {}
+        if self.max_lifetime is not None and self.started is not None:
+            countdowns["max_lifetime"] = self.started + self.max_lifetime - now
+        if self.idle_timeout is not None and self.idle_since is not None:
+            countdowns["idle"] = self.idle_since + self.idle_timeout - now
+        soonest = min(countdowns, key=countdowns.__getitem__) if countdowns else None
+        return {
+            "idle_timeout": self.idle_timeout,
+            "max_lifetime": self.max_lifetime,
+            "idle_for": None if self.idle_since is None else round(now - self.idle_since, 1),
+            "stops_in": None
+            if soonest is None or self.fired
+            else round(max(0.0, countdowns[soonest]), 1),
+            "stops_because": None if self.fired else soonest,
+            "fired": self.fired,
+            "reason": self.reason(),
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "idle_timeout": self.idle_timeout,
+            "max_lifetime": self.max_lifetime,
+            "started": self.started,
+        }
+
+
+def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> bool:
+    """Whether the cluster has a connected driver or a running or pending task (blocking).
+
+    A cluster that cannot be read counts as busy: never stop on a guess.
+    """
+    from ray._raylet import GcsClient
+
+    from .monitor import _tasks_or_none, _use_token_auth
+
+    _use_token_auth()
+    try:
+        jobs = GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
+    except Exception:  # noqa: BLE001 - not readable now: busy, look again later
+        return True
+    if any(not job.is_dead for job in jobs.values()):
+        return True
+    tasks = _tasks_or_none(dashboard_url, int(max(1, timeout)))
+    if tasks is None:
+        return True
+    return tasks["running"] + tasks["pending"] > 0

@@ -1,0 +1,133 @@
+"""The cluster model: the JSON the REST API and the panel read, built in one function.
+
+The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of these)::
+
+    {
+      "id": "c-3f9a2b1c",                # "c-" + 8 hex digits, stable across server restarts
+      "name": "dev",
+      "kind": "local" | "slurm" | "connect" | ...,   # the backend that drives it
+      "status": "starting" | "running" | "stopping" | "stopped" | "error",
+                                         # a DELETE that answers 204 removes the cluster from
+                                         # the list; "stopped" stays listed only for a cluster
+                                         # that ended by itself (wall time, killed), with `error`
+                                         # saying why, until the user removes it
+      "error": null | "a sentence saying what went wrong and what to do",
+      "active": false,                   # true: new kernels connect to this cluster
+      "lifetime": "server" | "persistent" | null,   # null for kind "connect" (not ours to stop)
+      "address": "192.0.2.2:52345" | null,   # GCS host:port ("ray://host:port" as given);
+                                         # null while a launch has not started its head yet
+      "dashboard_url": "http://127.0.0.1:52346" | null,   # Ray's own port
+      "dashboard_proxy": "eugo/clusters/c-3f9a2b1c/dashboard/" | null,  # relative to the server's
+                                         # base_url: the dashboard behind Jupyter's auth
+      "created": "2026-11-29T16:20:00+00:00",
+      "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
+      "spec": {...} | null,              # what was asked for, as the backend checked it
+      "scalable": false,                 # true: the card offers Add node / Remove node
+      "resources": {"total": {"CPU": 3.0, ...}, "available": {"CPU": 2.0, ...}},
+      "nodes": [{"node_id": "ab12...", "address": "192.0.2.2", "is_head": true, "alive": true,
+                 "resources_total": {...}, "resources_available": {...}, "gpus": [...]}],
+      "tasks": {"pending": 0, "running": 1, "finished": 10000, "failed": 0},
+      "waiting": [{"request": {"CPU": 1.0, "GPU": 1.0}, "count": 1, "infeasible": true,
+                   "reason": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU; ...",
+                   "functions": []}],
+      "slurm": {"jobs": [...], ...}      # only for kind "slurm": the backend's own state, under
+                                         # its kind's name (see backends/slurm.py)
+      "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
+      "found": {"temp_dir", "session_dir", "pid"},  # only for kind "found" (discovery.py)
+      "findings": [...]                  # the latest profiled runs' findings, newest first
+                                         # (written by kernels next to the record: findings.py)
+    }
+
+>>> model = make_cluster_model({"id": "c-1", "name": "x", "kind": "local"}, "starting")
+>>> model["status"], model["nodes"], model["active"]
+('starting', [], False)
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from . import findings, monitor
+from .expiry import ExpiryModel
+
+__all__ = ["ClusterModel", "TaskCounts", "make_cluster_model"]
+
+
+class TaskCounts(TypedDict):
+    pending: int
+    running: int
+    finished: int
+    failed: int
+
+
+class _ClusterModelBase(TypedDict):
+    id: str
+    name: str
+    kind: str
+    status: str
+    error: str | None
+    active: bool
+    lifetime: str | None
+    address: str | None
+    dashboard_url: str | None
+    dashboard_proxy: str | None
+    created: str | None
+    updated: str | None
+    spec: dict[str, Any] | None
+    scalable: bool
+    resources: dict[str, dict[str, float]]
+    nodes: list[dict[str, Any]]
+    tasks: TaskCounts
+    waiting: list[dict[str, Any]]
+    findings: list[Any]
+
+
+class ClusterModel(_ClusterModelBase, total=False):
+    """One cluster as the REST API returns it; the backend's key is present for its kind only."""
+
+    slurm: dict[str, Any]
+    ssh: dict[str, Any]
+    expiry: ExpiryModel | None
+    found: dict[str, Any]
+
+
+def make_cluster_model(
+    record: dict[str, Any],
+    status: str,
+    *,
+    error: str | None = None,
+    active_id: str | None = None,
+    monitoring: dict[str, Any] | None = None,
+    updated: str | None = None,
+    backend_state: dict[str, Any] | None = None,
+    scalable: bool = False,
+) -> ClusterModel:
+    """The model of one cluster, from its record (what is on disk) and what was read since."""
+    cluster_id = str(record["id"])
+    data = monitoring if monitoring is not None else monitor.empty()
+    model: ClusterModel = {
+        "id": cluster_id,
+        "name": str(record.get("name")),
+        "kind": str(record.get("kind")),
+        "status": status,
+        "error": error,
+        "active": active_id == cluster_id,
+        "lifetime": record.get("lifetime"),
+        "address": record.get("address"),
+        "dashboard_url": record.get("dashboard_url"),
+        "dashboard_proxy": (
+            f"eugo/clusters/{cluster_id}/dashboard/" if record.get("dashboard_url") else None
+        ),
+        "created": record.get("created"),
+        "updated": updated,
+        "spec": record.get("spec"),
+        "scalable": scalable,
+        "resources": data["resources"],
+        "nodes": data["nodes"],
+        "tasks": data["tasks"],
+        "waiting": data["waiting"],
+        "findings": findings.findings_of(cluster_id),
+    }
+    if backend_state is not None:
+        model[str(record.get("kind"))] = backend_state  # type: ignore[literal-required]
+    return model

@@ -1,0 +1,145 @@
+"""``eugo.hpc.readiness`` on real Ray: verdicts, checklists, and numbers that agree with each other.
+
+The cluster: an embedded Ray with 2 CPUs that *declares* one GPU (Ray's bookkeeping; there is
+no GPU on this machine, which is exactly what the GPU-unused check must notice). No assertion
+compares a time with the wall clock: the numbers are checked against
+each other and the verdicts against what the functions do.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import eugo_jupyter as eugo
+from eugo_jupyter.hpc._readiness_model import Measurements, plan_batches, predict
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    eugo.hpc.shutdown()
+    yield eugo.hpc.init(num_cpus=2, num_gpus=1)
+    eugo.hpc.shutdown()
+
+
+def tiny(x: int) -> int:
+    return x + 1
+
+
+def slow(x: int) -> int:
+    time.sleep(0.2)
+    return x
+
+
+def size_of(blob: bytes) -> int:
+    return len(blob)
+
+
+def check(report: Any, name: str) -> Any:
+    return next(c for c in report.checks if c.name == name)
+
+
+def test_a_tiny_function_one_task_per_item_is_not_worth_it(cluster: Any) -> None:
+    report = eugo.hpc.readiness(tiny, range(2000), batch_size=1)
+    assert report.verdict.startswith("not worth it: each item takes "), report.verdict
+    assert report.verdict.endswith("; run it here or batch it")
+    items = check(report, "items large enough")
+    assert items.ok is False and 'batch_size="auto"' in items.fix
+    data = report.as_dict()
+    assert data["prediction"]["batches"] == [1] * 2000
+    assert data["prediction"]["speedup"] < 1
+    assert not report.ok
+    assert "not worth it" in repr(report) and "not worth it" in report._repr_html_()
+
+
+def test_a_long_function_is_worth_it_and_the_numbers_agree(cluster: Any) -> None:
+    report = eugo.hpc.readiness(slow, range(60))
+    m, p = report.measurements, report.prediction
+    assert report.verdict == f"worth it: about {p.speedup:.1f}x faster on 2 slots"
+    assert report.ok
+    assert m.slots == 2 and m.sampled == 8
+    assert all(t >= 0.2 for t in m.per_item_s)  # measured on the worker, includes the sleep
+    mean = sum(m.per_item_s) / len(m.per_item_s)
+    assert p.serial_s == pytest.approx(60 * mean)
+    assert p.speedup == pytest.approx(p.serial_s / p.parallel_s)
+    assert p.efficiency == pytest.approx(p.speedup / 2)
+    assert p.ideal_s == pytest.approx(p.serial_s / 2)
+    assert p.parallel_s >= p.ideal_s and 1.5 <= p.speedup <= 2
+    assert sum(p.batches) == 60 and p.batches[0] == 1  # map's probe first
+    assert p.batches == plan_batches(60, mean, 2, "auto")
+    assert all(c.ok is not False for c in report.checks)
+    data = report.as_dict()
+    assert data["measurements"]["per_item_mean_s"] == pytest.approx(mean)
+    assert data["measurements"]["per_item_median_s"] <= max(m.per_item_s)
+    assert data["checks"][0]["name"] == "arguments can be pickled"
+
+
+def test_an_unpicklable_argument_is_named_with_the_fix(cluster: Any) -> None:
+    items = [1, 2, threading.Lock()]
+    report = eugo.hpc.readiness(tiny, items)
+    failing = check(report, "arguments can be pickled")
+    assert failing.ok is False
+    assert "item #2 (lock) cannot be pickled" in failing.detail
+    assert "build it inside the function" in failing.fix
+    assert report.verdict.startswith("not ready: item #2 (lock) cannot be pickled")
+    assert report.measurements is None and report.as_dict()["prediction"] is None
+
+
+def test_a_huge_argument_fails_the_shipping_check(cluster: Any) -> None:
+    blobs = [bytes(2 << 20) for _ in range(12)]
+    report = eugo.hpc.readiness(size_of, blobs)
+    failing = check(report, "arguments small enough to ship per call")
+    assert failing.ok is False
+    assert "each item is 2 MiB after serialization" in failing.detail
+    assert "eugo.hpc.put" in failing.fix
+    assert report.measurements.per_byte_s > 0  # the cost per byte was measured
+    assert report.prediction.transfer_s == pytest.approx(
+        sum(b * (report.measurements.arg_bytes + report.measurements.result_bytes)
+            for b in report.prediction.batches) * report.measurements.per_byte_s
+    )  # fmt: skip
+    assert report.verdict.startswith("not worth it")
+
+
+def test_a_gpu_request_the_function_does_not_use(cluster: Any) -> None:
+    report = eugo.hpc.readiness(slow, range(4), num_gpus=1)
+    failing = check(report, "the GPU requested is used")
+    assert failing.ok is False
+    assert "slow asked for 1 GPU and never used it" in failing.detail
+    assert "drop num_gpus" in failing.fix
+    assert report.measurements.slots == 1  # one declared GPU in the cluster
+
+
+def test_a_request_no_node_can_run_is_not_ready(cluster: Any) -> None:
+    report = eugo.hpc.readiness(slow, range(4), num_gpus=2)
+    assert report.verdict.startswith("not ready: needs 2 GPUs"), report.verdict
+    assert check(report, "the request can run").ok is False
+
+
+def test_bad_input_says_what_is_allowed() -> None:
+    with pytest.raises(ValueError, match="batch_size=0 is not allowed"):
+        eugo.hpc.readiness(tiny, [1], batch_size=0)
+    with pytest.raises(ValueError, match="at least one item"):
+        eugo.hpc.readiness(tiny, [])
+
+
+def test_the_prediction_replays_maps_batching() -> None:
+    # 1 ms items on 4 slots: map probes with 1, grows fourfold towards 50 ms of work per batch
+    m = Measurements(
+        "f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, "auto", "n"
+    )
+    p = predict(m)
+    assert p.batches[:3] == [1, 4, 16] and max(p.batches) == 50 and sum(p.batches) == 1000
+    assert p.overhead_s == pytest.approx(len(p.batches) * 0.0005)
+    assert p.serial_s == pytest.approx(1.0)
+    assert p.ideal_s < p.parallel_s < p.serial_s
+    # the same items one task each: overhead (0.5 ms x 1000) rivals the work
+    one = predict(
+        Measurements("f", 1000, 5, [0.001] * 5, 10, 10, 0.0005, 0.001, 0.0, 4, {"CPU": 1}, 1, "n")
+    )
+    assert one.batches == [1] * 1000 and one.parallel_s > p.parallel_s
+    assert math.isclose(one.speedup, one.serial_s / one.parallel_s)

@@ -1,0 +1,51 @@
+"""partitions="auto": the counting rules, without a cluster (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eugo_jupyter.pandas._plan import MAX_PART_BYTES, pack_groups, plan
+
+
+def no_cluster() -> int:
+    raise AssertionError("a call too small to split must not ask the cluster for its slots")
+
+
+def test_work_too_small_for_any_number_of_slots_stays_here_without_asking() -> None:
+    decided = plan(2_000, 3e-6, 48_000, no_cluster, "auto")
+    assert not decided.distribute
+    message = decided.fallback_message("apply(f)")
+    assert message.startswith("apply(f) ran in pandas here: 2,000 rows x 3 µs = 6 ms;")
+    assert "splitting would cost about 40 ms" in message and "partitions=N" in message
+
+
+def test_long_work_gets_three_partitions_per_slot() -> None:
+    decided = plan(2_000_000, 20e-6, 64_000_000, lambda: 2, "auto")
+    assert decided.distribute and decided.partitions == 6
+
+
+def test_work_that_would_give_tiny_partitions_gets_fewer() -> None:
+    # 0.24 s of work: six partitions would run 40 ms each; four of 60 ms pay better.
+    decided = plan(12_000, 20e-6, 100_000, lambda: 2, "auto")
+    assert decided.distribute and decided.partitions == 4
+
+
+def test_no_partition_is_larger_than_100_mb() -> None:
+    decided = plan(10_000_000, 20e-6, 40 * MAX_PART_BYTES, lambda: 2, "auto")
+    assert decided.partitions == 40
+
+
+def test_one_slot_never_splits_on_auto_but_an_explicit_count_does() -> None:
+    assert not plan(100_000, 1e-3, 1_000_000, lambda: 1, "auto").distribute
+    forced = plan(100_000, None, 1_000_000, lambda: 1, 5)
+    assert forced.distribute and forced.partitions == 5
+
+
+@pytest.mark.parametrize("partitions", [2, 3, 7])
+def test_groups_are_packed_largest_first_and_never_split(partitions: int) -> None:
+    sizes = [5_000] + [10] * 300
+    packed = pack_groups(sizes, partitions)
+    assert sorted(c for part in packed for c in part) == list(range(len(sizes)))
+    assert packed[0] == [0]  # the huge group alone, and first: the longest task starts first
+    loads = [sum(sizes[c] for c in part) for part in packed[1:]]
+    assert max(loads) - min(loads) <= 11  # the small groups spread evenly

@@ -1,0 +1,190 @@
+"""Idle timeout and maximum lifetime: a launched cluster stops by itself and the card says why.
+
+Real clusters launched through REST, a real driver process (a kernel's `eugo.hpc.init`) holding
+one busy. Times are measured and printed, never asserted against a bound tighter than the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.expiry import Expiry
+
+DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
+
+DRIVER = textwrap.dedent(
+    """
+    import sys
+    import eugo_jupyter as eugo
+    print("ready", flush=True)
+    eugo.hpc.init(address=sys.stdin.readline().strip())
+    print("connected", flush=True)
+    sys.stdin.read()  # connected until the test closes our stdin
+    eugo.hpc.shutdown()
+    """
+)
+
+
+async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
+    response = await jp_fetch(*parts, **kwargs)
+    return json.loads(response.body) if response.body else None
+
+
+async def _poll(
+    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
+        if ready(model):
+            return model
+        assert model["status"] != "error", model["error"]
+        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
+        await asyncio.sleep(0.25)
+
+
+async def _launch(jp_fetch: Any, **limits: float) -> dict[str, Any]:
+    body = {"kind": "local", "name": "limited", "head": {"num_cpus": 1}, **limits}
+    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    assert model["expiry"]["fired"] is None
+    return await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+
+
+def _record(cluster_id: str) -> dict[str, Any]:
+    path = Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo" / "clusters" / f"{cluster_id}.json"
+    return json.loads(path.read_text())
+
+
+def _driver() -> subprocess.Popen[str]:
+    """A kernel-like process, imports done (slow on a busy machine) before the cluster exists."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+    assert driver.stdout is not None
+    line = driver.stdout.readline()
+    assert line.strip() == "ready", line + driver.stdout.read()[-2000:]
+    return driver
+
+
+def _connect(driver: subprocess.Popen[str], address: str) -> None:
+    assert driver.stdin is not None and driver.stdout is not None
+    driver.stdin.write(address + "\n")
+    driver.stdin.flush()
+    line = driver.stdout.readline()
+    assert line.strip() == "connected", line + driver.stdout.read()[-2000:]
+
+
+async def _remove(jp_fetch: Any, model: dict[str, Any]) -> None:
+    record = _record(model["id"])
+    await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert launcher.owned_groups(record["pgids"], record["temp_dir"]) == []
+
+
+async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) -> None:
+    model = await _launch(jp_fetch, idle_timeout=4)
+    running_at = time.monotonic()
+    record = _record(model["id"])
+    counting = await _poll(jp_fetch, model["id"], lambda m: m["expiry"]["stops_in"] is not None)
+    assert counting["expiry"]["stops_because"] == "idle"
+    assert 0 <= counting["expiry"]["stops_in"] <= 4
+    stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+    print(f"idle_timeout=4 s: stopped {time.monotonic() - running_at:.1f} s after running")
+    assert stopped["expiry"]["fired"] == "idle"
+    assert stopped["expiry"]["reason"] == (
+        "Stopped after 4 s without tasks or connected kernels (idle timeout)."
+    )
+    assert stopped["nodes"] == []
+    assert launcher.owned_groups(record["pgids"], record["temp_dir"]) == []
+    assert _record(model["id"])["stop_reason"] == stopped["expiry"]["reason"]
+    listed = await _json(jp_fetch, "eugo", "clusters")
+    assert [m["status"] for m in listed if m["id"] == model["id"]] == ["stopped"]
+    await _remove(jp_fetch, model)
+
+
+async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) -> None:
+    loop = asyncio.get_running_loop()
+    driver = await loop.run_in_executor(None, _driver)
+    # Long enough for the kernel to connect before the cluster's first idle timeout.
+    model = await _launch(jp_fetch, idle_timeout=10)
+    await loop.run_in_executor(None, _connect, driver, model["address"])
+    try:
+        # Watch for two idle timeouts with the kernel connected: it must stay up.
+        until = time.monotonic() + 20
+        while time.monotonic() < until:
+            seen = await _json(jp_fetch, "eugo", "clusters", model["id"])
+            assert seen["status"] == "running", seen
+            await asyncio.sleep(0.5)
+        assert seen["expiry"]["idle_for"] is None and seen["expiry"]["stops_in"] is None
+    finally:
+        assert driver.stdin is not None
+        driver.stdin.close()  # the kernel disconnects
+        driver.wait(timeout=DEADLINE)
+    stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+    assert stopped["expiry"]["fired"] == "idle"
+    await _remove(jp_fetch, model)
+
+
+async def test_max_lifetime_stops_even_a_busy_cluster(jp_fetch: Any) -> None:
+    loop = asyncio.get_running_loop()
+    driver = await loop.run_in_executor(None, _driver)
+    model = await _launch(jp_fetch, max_lifetime=30, idle_timeout=3600)
+    try:
+        await loop.run_in_executor(None, _connect, driver, model["address"])
+        stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+    finally:
+        driver.kill()
+        driver.wait()
+    assert stopped["expiry"]["fired"] == "max_lifetime"
+    assert stopped["expiry"]["reason"] == "Stopped when it reached its maximum lifetime of 30 s."
+    await _remove(jp_fetch, model)
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"idle_timeout": -1}, "idle_timeout=-1 is not allowed: give seconds above 0"),
+        ({"max_lifetime": "1h"}, "max_lifetime='1h' is not allowed"),
+        ({"idle_timeout": True}, "idle_timeout=True is not allowed"),
+    ],
+)
+async def test_bad_limits_are_refused_with_the_fix(
+    jp_fetch: Any, limits: dict[str, Any], message: str
+) -> None:
+    body = {"kind": "local", "head": {"num_cpus": 1}, **limits}
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))
+    assert err.value.code == 400
+    assert message in json.loads(err.value.response.body)["message"]
+    assert await _json(jp_fetch, "eugo", "clusters") == []
+
+
+def test_without_limits_nothing_counts_down() -> None:
+    expiry = Expiry(idle_timeout=None, max_lifetime=None, started=0.0)
+    assert expiry.observe(busy=False, now=1e9) is None
+    assert expiry.to_model(now=1e9)["stops_in"] is None
+
+
+def test_busy_resets_the_idle_clock_and_the_earlier_limit_counts_down() -> None:
+    expiry = Expiry(idle_timeout=60, max_lifetime=100, started=0.0)
+    assert expiry.observe(busy=False, now=10) is None
+    assert expiry.to_model(now=10)["stops_in"] == 60 and expiry.to_model(10)["stops_because"] == "idle"
+    assert expiry.observe(busy=True, now=50) is None
+    assert expiry.to_model(now=50)["idle_for"] is None
+    assert expiry.to_model(now=50)["stops_because"] == "max_lifetime"
+    assert expiry.observe(busy=False, now=60) is None
+    assert expiry.observe(busy=False, now=100) == "max_lifetime"

@@ -1,0 +1,375 @@
+"""The slurm backend against a real SLURM (munged, slurmctld, two slurmd on this machine).
+
+One two-node cluster (a head job and a worker job) is shared by the module, as in
+test_clusters.py: preview, launch PENDING -> RUNNING, a kernel runs a task on the worker node,
+Add node / Remove node, shutdown with nothing left. Other tests launch their own small cluster
+for what ends it (a one-minute wall time) or keeps it from starting (more CPUs than a node has).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
+
+DEADLINE = 1200.0  # the machine is shared and Ray starts slowly under load: we poll, never time
+_shared: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
+    require_slurm()
+    folder = tmp_path_factory.mktemp("slurm")
+    saved = os.environ.get("SLURM_CONF")
+    with slurm_cluster(folder / "daemons") as running:
+        os.environ["SLURM_CONF"] = str(running.conf)
+        yield running
+    if saved is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture
+def jp_server_config(slurm: Slurm) -> dict[str, object]:
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"eugo_jupyter": True},
+            "allow_unauthenticated_access": False,
+        },
+        "EugoManagerExtension": {
+            "slurm_shared_dir": str(slurm.folder / "shared"),
+            "profiles": [
+                {
+                    "name": "debug, 2 nodes",
+                    "description": "Two nodes of the debug partition for ten minutes.",
+                    "body": {
+                        "kind": "slurm",
+                        "slurm": {"partition": "debug", "nodes": 2, "walltime": "00:10:00"},
+                    },
+                    "editable": ["slurm.walltime"],
+                }
+            ],
+        },
+    }
+
+
+async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
+    response = await jp_fetch(*parts, **kwargs)
+    return json.loads(response.body) if response.body else None
+
+
+async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*parts, **kwargs)
+    body = info.value.response.body if info.value.response is not None else b"{}"
+    return info.value.code, json.loads(body).get("message", "")
+
+
+async def _poll(
+    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool], seen: list[str]
+) -> dict[str, Any]:
+    """Poll the model until ``ready``; ``seen`` collects the SLURM states of the head job."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
+        jobs = model.get("slurm", {}).get("jobs", [])
+        if jobs and (not seen or seen[-1] != jobs[0]["state"]):
+            seen.append(jobs[0]["state"])
+        if ready(model):
+            return model
+        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
+        await asyncio.sleep(1)
+
+
+def _squeue(slurm: Slurm) -> str:
+    return subprocess.run(
+        ["squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING", "--format=%i %j %T"],
+        env=slurm.env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+
+
+def _ray_processes_of(job_ids: list[str]) -> list[str]:
+    marks = [f"/tmp/eugo-{j}/" for j in job_ids]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(m in line for m in marks):
+                found.append(f"{entry.name}: {line[:100]}")
+    return found
+
+
+BODY = {
+    "kind": "slurm",
+    "name": "on slurm",
+    "lifetime": "persistent",
+    "slurm": {"partition": "debug", "walltime": "00:20:00", "nodes": 2, "cpus_per_node": 1},
+}
+
+
+async def test_preview_returns_the_script_that_is_then_submitted(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    plan = await _json(
+        jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps(BODY)
+    )
+    assert plan["kind"] == "slurm"
+    assert plan["summary"].startswith("2 SLURM jobs of 1 node each")
+    scripts = {s["name"]: s for s in plan["scripts"]}
+    assert scripts["worker"]["count"] == 1
+    head = scripts["head"]["text"]
+    assert "#SBATCH --partition=debug" in head and "#SBATCH --time=00:20:00" in head
+    assert "start --head --block" in head
+    assert [c[0] for c in plan["commands"]] == ["sbatch", "sbatch"]
+    assert _squeue(slurm) == ""  # a preview submits nothing
+    assert await _json(jp_fetch, "eugo", "clusters") == []
+
+    response = await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(BODY))
+    assert response.code == 201
+    model = json.loads(response.body)
+    _shared["id"] = model["id"]
+    assert model["kind"] == "slurm" and model["status"] == "starting"
+    assert [j["role"] for j in model["slurm"]["jobs"]] == ["head", "worker"]
+    folder = Path(model["slurm"]["dir"])
+    assert (folder / "head.sbatch").read_text() == head
+    assert (folder / "worker.sbatch").read_text() == scripts["worker"]["text"]
+
+
+async def test_launch_goes_pending_to_running_and_the_nodes_join(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    seen: list[str] = []
+    model = await _poll(jp_fetch, _shared["id"], lambda m: m["status"] == "running", seen)
+    assert seen[-1] == "RUNNING" and seen[0] in ("PENDING", "RUNNING")
+    jobs = model["slurm"]["jobs"]
+    assert [j["state"] for j in jobs] == ["RUNNING", "RUNNING"]
+    assert all(j["nodes"] and j["nodes"][0] in slurm.nodes for j in jobs)
+    assert all(0 < j["time_left"] <= 20 * 60 for j in jobs)
+    assert len([n for n in model["nodes"] if n["alive"]]) == 2
+    assert model["address"] and model["scalable"] is True
+    assert _squeue(slurm).count("RUNNING") == 2
+    _shared["model"] = model
+
+
+def test_each_job_keeps_ray_in_a_private_folder_with_no_open_exporter() -> None:
+    """Ray makes its folders 0777: each job's folder on its node is 0700 around them; the jobs'
+    token file is owner-only, and Ray's Prometheus exporters (no token) are off (issue 16)."""
+    import stat
+
+    from eugo_jupyter._raytoken import token_path
+
+    jobs = _shared["model"]["slurm"]["jobs"]
+    for job in jobs:  # the test's nodes are this machine: the folders can be looked at here
+        outer = Path(f"/tmp/eugo-{job['id']}")
+        assert stat.S_IMODE(outer.stat().st_mode) == 0o700
+        assert stat.S_IMODE((outer / "r").stat().st_mode) == 0o777  # Ray's own, inside ours
+        assert any((outer / "r").glob("session_*"))
+    assert stat.S_IMODE(token_path().stat().st_mode) == 0o600
+    # The head's GCS runs with the exporters' switches, as the job script exported them.
+    head_dir = f"/tmp/eugo-{jobs[0]['id']}/r"
+    lines = {int(p): _cmdline(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    gcs = [pid for pid, line in lines.items() if head_dir in line and "gcs_server" in line]
+    assert gcs
+    environ = Path(f"/proc/{gcs[0]}/environ").read_bytes().split(b"\0")
+    assert b"RAY_enable_metrics_collection=0" in environ
+    assert b"DASHBOARD_METRIC_PORT=-1" in environ
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+async def _running(jp_fetch: Any) -> dict[str, Any]:
+    """The module's cluster, as this test's (new) server finds it again: starting until it has
+    seen every job's node in Ray, then running."""
+    return await _poll(jp_fetch, _shared["id"], lambda m: m["status"] == "running", [])
+
+
+async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch: Any) -> None:
+    model = await _running(jp_fetch)
+    activated = await _json(
+        jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}"
+    )
+    assert activated["active"] is True
+    head_node = next(n["node_id"] for n in model["nodes"] if n["is_head"])
+    probe = textwrap.dedent(
+        """
+        import sys, time, ray
+        import eugo_jupyter as eugo
+        conn = eugo.hpc.init()
+        head = sys.argv[1]
+
+        @eugo.hpc.distribute
+        def where():
+            time.sleep(1)  # long enough that the calls cannot all run on one node in turn
+            return ray.get_runtime_context().get_node_id()
+
+        # The head offers 1 CPU, as does the worker: two calls at once use both nodes.
+        nodes = eugo.hpc.get([where.options(num_cpus=1)() for _ in range(8)])
+        print(conn.source, "|", sorted(set(nodes) - {head}) != [])
+        eugo.hpc.shutdown()
+        """
+    )
+    hidden = ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS", "RAY_AUTH_MODE")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    result = await asyncio.get_running_loop().run_in_executor(
+        None,
+        lambda: subprocess.run(
+            [sys.executable, "-c", probe, head_node],
+            env=env, capture_output=True, text=True, timeout=DEADLINE, check=False,
+        ),  # fmt: skip
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    source, on_worker = (p.strip() for p in result.stdout.strip().splitlines()[-1].split("|"))
+    assert source == "active cluster 'on slurm'"
+    assert on_worker == "True"
+
+
+async def test_add_and_remove_a_worker_node(jp_fetch: Any, slurm: Slurm) -> None:
+    cluster_id = (await _running(jp_fetch))["id"]
+    response = await jp_fetch("eugo", "clusters", cluster_id, "nodes", method="POST", body="{}")
+    assert response.code == 201
+    jobs = json.loads(response.body)["slurm"]["jobs"]
+    assert [j["role"] for j in jobs] == ["head", "worker", "worker"]
+    added = jobs[-1]["id"]
+    model = await _poll(
+        jp_fetch, cluster_id, lambda m: len([n for n in m["nodes"] if n["alive"]]) == 3, []
+    )
+    assert model["slurm"]["jobs"][-1]["state"] == "RUNNING"
+
+    model = await _json(jp_fetch, "eugo", "clusters", cluster_id, "nodes", added, method="DELETE")
+    assert [j["id"] for j in model["slurm"]["jobs"]] == [j["id"] for j in jobs[:2]]
+    assert added not in _squeue(slurm).split()
+    assert _ray_processes_of([added]) == []
+    await _poll(
+        jp_fetch, cluster_id, lambda m: len([n for n in m["nodes"] if n["alive"]]) == 2, []
+    )
+    code, message = await _error(
+        jp_fetch, "eugo", "clusters", cluster_id, "nodes", jobs[0]["id"], method="DELETE"
+    )
+    assert code == 400 and "is not a worker job of this cluster" in message
+
+
+async def test_shutdown_cancels_the_jobs_and_leaves_no_ray_process(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    model = await _running(jp_fetch)
+    jobs = [j["id"] for j in model["slurm"]["jobs"]]
+    response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert response.code == 204
+    assert _squeue(slurm) == ""
+    assert _ray_processes_of(jobs) == []
+    assert not Path(model["slurm"]["dir"]).exists()
+    assert await _json(jp_fetch, "eugo", "clusters") == []
+
+
+async def test_more_cpus_than_a_node_has_is_explained_and_never_spins(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    body = {"kind": "slurm", "name": "too big", "slurm": {"cpus_per_node": 64, "walltime": "5"}}
+    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    try:
+        model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "error", [])
+        job = model["slurm"]["jobs"][0]
+        assert job["state"] == "PENDING"
+        assert job["reason"] == (
+            "asks for more CPUs, GPUs or memory per node than the default partition has; "
+            "launch with less per node (PartitionConfig)"
+        )
+        assert model["error"].startswith(f"SLURM cannot run job {job['id']} (head) as asked")
+    finally:
+        await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert _squeue(slurm) == ""
+
+
+async def test_a_bad_partition_is_refused_with_slurms_message(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    body = {"kind": "slurm", "slurm": {"partition": "nope"}}
+    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    assert code == 400
+    assert "invalid partition specified: nope" in message
+    assert await _json(jp_fetch, "eugo", "clusters") == []
+    assert list((slurm.folder / "shared").glob("c-*")) == []  # nothing half made is left
+
+
+async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
+    jp_fetch: Any, slurm: Slurm
+) -> None:
+    body = {"kind": "slurm", "name": "short", "slurm": {"walltime": "1"}}
+    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    seen: list[str] = []
+    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped", seen)
+    assert "RUNNING" in seen
+    assert model["error"].startswith("The wall time (1) ran out: SLURM ended job")
+    assert model["slurm"]["jobs"][0]["state"] == "TIMEOUT"
+    from eugo_jupyter import records
+
+    assert records.read_record(model["id"]) is None  # kernels no longer pick it
+    await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert await _json(jp_fetch, "eugo", "clusters") == []
+
+
+async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch: Any) -> None:
+    profiles = await _json(jp_fetch, "eugo", "profiles")
+    assert [p["name"] for p in profiles] == ["debug, 2 nodes"]
+    assert profiles[0]["editable"] == ["slurm.walltime"]
+    plan = await _json(
+        jp_fetch, "eugo", "clusters", "preview", method="POST",
+        body=json.dumps({"profile": "debug, 2 nodes", "slurm": {"walltime": "00:05:00"}}),
+    )  # fmt: skip
+    assert "#SBATCH --time=00:05:00" in plan["scripts"][0]["text"]
+    assert "#SBATCH --partition=debug" in plan["scripts"][0]["text"]
+    code, message = await _error(
+        jp_fetch, "eugo", "clusters", "preview", method="POST",
+        body=json.dumps({"profile": "debug, 2 nodes", "slurm": {"nodes": 5}}),
+    )  # fmt: skip
+    assert code == 400 and "slurm.nodes is fixed by the profile 'debug, 2 nodes'" in message
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"partition": "gpu;rm -rf ~"}, "slurm.partition='gpu;rm -rf ~' is not allowed"),
+        ({"account": "a b"}, "slurm.account='a b' is not allowed"),
+        ({"walltime": "1 hour"}, "slurm.walltime='1 hour' is not allowed"),
+        ({"walltime": "00:00:30"}, "is too short"),
+        ({"nodes": 0}, "slurm.nodes=0 is out of range"),
+        ({"nodes": 2.5}, "slurm.nodes=2.5 is not allowed"),
+        ({"cpus_per_node": "four"}, "slurm.cpus_per_node='four' is not allowed"),
+        ({"gpus_per_node": -1}, "slurm.gpus_per_node=-1 is out of range"),
+        ({"memory_per_node": "lots"}, "slurm.memory_per_node='lots' is not allowed"),
+        ({"extra": "--qos=short\n--comment=$(reboot)"}, "line 2 '--comment=$(reboot)'"),
+        ({"extra": ["--qos=a b"]}, "line 1 '--qos=a b' is not allowed"),
+        ({"extra": "--output=/etc/passwd"}, "the manager sets --output itself"),
+        ({"extra": 5}, "give up to 32 #SBATCH options"),
+        ({"queue": "x"}, "Unknown key 'queue' in slurm"),
+    ],
+)
+async def test_every_bad_field_is_a_400_that_names_it(
+    jp_fetch: Any, fields: dict[str, Any], says: str
+) -> None:
+    for path in (("eugo", "clusters"), ("eugo", "clusters", "preview")):
+        body = {"kind": "slurm", "slurm": fields}
+        code, message = await _error(jp_fetch, *path, method="POST", body=json.dumps(body))
+        assert code == 400
+        assert says in message

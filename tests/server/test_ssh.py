@@ -1,0 +1,246 @@
+"""The SSH backend on the test bed: separate hosts with their own address, sshd and /data.
+
+Real processes throughout: sshd in each test host, `ray start` over ssh, the Manager over REST,
+a driver process that pins tasks to nodes. Host 3 has no Ray (the venv is hidden from it), host 4
+refuses the key. A host is lost by deleting its namespace, as a machine that vanishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from eugo_jupyter.server.backends import local
+from tests.testbed import TestBed, available
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+
+DEADLINE = 300.0  # generous: the machine is shared; we poll for a condition, never time it
+VENV = str(Path(sys.executable).parent.parent)
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[TestBed]:
+    with TestBed(4, refuse_key=(3,), hide={2: (VENV,)}) as testbed:
+        yield testbed
+
+
+def _body(bed: TestBed, hosts: list[int], **ssh: Any) -> dict[str, Any]:
+    return {
+        "kind": "ssh",
+        "name": "lab",
+        "ssh": {
+            "hosts": [bed.hosts[i].address for i in hosts],
+            "user": "root",
+            "key_file": str(bed.key),
+            "ray_path": RAY,
+            "cpus_per_host": 2,
+            **ssh,
+        },
+        "head": {"num_cpus": 1},
+    }
+
+
+async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
+    response = await jp_fetch(*parts, **kwargs)
+    return json.loads(response.body) if response.body else None
+
+
+async def _poll(
+    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
+        if ready(model):
+            return model
+        assert model["status"] != "error", model["error"]
+        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
+        await asyncio.sleep(0.5)
+
+
+def _left_on_hosts(model: dict[str, Any]) -> list[str]:
+    """Processes of the cluster's nodes still alive (the bed shares this machine's pid space)."""
+    folders = [h["temp_dir"] for h in model["ssh"]["hosts"]]
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                line = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(f in line for f in folders):
+                found.append(f"{entry.name}: {line[:120]}")
+    return found
+
+
+async def test_preview_names_each_hosts_command(jp_fetch: Any, bed: TestBed) -> None:
+    plan = await _json(
+        jp_fetch, "eugo", "clusters", "preview", method="POST",
+        body=json.dumps(_body(bed, [0, 1])),
+    )  # fmt: skip
+    assert plan["kind"] == "ssh"
+    head, first, second = plan["commands"]
+    assert head[:2] == [local.ray_executable(), "start"] and "--head" in head
+    for command, host in ((first, bed.hosts[0]), (second, bed.hosts[1])):
+        assert command[0] == "ssh" and f"root@{host.address}" in command
+        assert f"--node-ip-address={host.address}" in command[-1]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hosts": []}, "ssh.hosts=[] is not allowed"),
+        ({"hosts": ["-oProxyCommand=x"]}, "is not allowed: give a host name or an address"),
+        ({"key_file": "/nonexistent/key"}, "does not exist on this machine"),
+        ({"head_on": "cloud"}, "ssh.head_on='cloud' is not allowed"),
+    ],
+)
+async def test_bad_ssh_specs_are_refused_with_the_fix(
+    jp_fetch: Any, bed: TestBed, change: dict[str, Any], message: str
+) -> None:
+    body = _body(bed, [0])
+    body["ssh"].update(change)
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))
+    assert err.value.code == 400
+    assert message in json.loads(err.value.response.body)["message"]
+
+
+WHERE = textwrap.dedent(
+    """
+    import json, subprocess, sys
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+    ray.init(address=sys.argv[1], logging_level="ERROR")
+
+    @ray.remote(num_cpus=1)
+    def where():
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True)
+        return sorted(line.split()[3].split("/")[0] for line in out.stdout.splitlines())
+
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    refs = [where.options(scheduling_strategy=On(n["NodeID"], soft=False)).remote() for n in nodes]
+    print(json.dumps({n["NodeManagerAddress"]: r for n, r in zip(nodes, ray.get(refs))}))
+    """
+)
+
+SURVIVE = textwrap.dedent(
+    """
+    import sys, time
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+    ray.init(address=sys.argv[1], logging_level="ERROR")
+    doomed = sys.argv[2]
+
+    @ray.remote(num_cpus=1, max_retries=5)
+    def square(i):
+        time.sleep(20)
+        return i * i
+
+    node = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] == doomed)
+    # Soft affinity: they start on the host that will vanish, and may run elsewhere on retry.
+    refs = [square.options(scheduling_strategy=On(node, soft=True)).remote(i) for i in range(2)]
+    refs += [square.remote(i) for i in range(2, 4)]
+    print("submitted", flush=True)
+    print(ray.get(refs), flush=True)
+    """
+)
+
+
+def _run_driver(script: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        env={**os.environ, "RAY_AUTH_MODE": "token"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_host_is_survived(
+    jp_fetch: Any, bed: TestBed
+) -> None:
+    h1, h2 = bed.hosts[0], bed.hosts[1]
+    model = await _json(
+        jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(_body(bed, [0, 1]))
+    )
+    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+    try:
+        assert [h["status"] for h in model["ssh"]["hosts"]] == ["joined", "joined"], model["ssh"]
+        addresses = sorted(n["address"] for n in model["nodes"] if n["alive"])
+        assert addresses == sorted([local.node_ip(), h1.address, h2.address])
+
+        loop = asyncio.get_running_loop()
+        where = await loop.run_in_executor(
+            None, lambda: subprocess.run(
+                [sys.executable, "-c", WHERE, model["address"]], capture_output=True,
+                text=True, timeout=DEADLINE, env={**os.environ, "RAY_AUTH_MODE": "token"},
+                check=False,
+            )
+        )  # fmt: skip
+        assert where.returncode == 0, where.stdout[-2000:] + where.stderr[-2000:]
+        seen = json.loads(where.stdout.strip().splitlines()[-1])
+        # Each task ran in its node's host: the only addresses it sees are that host's.
+        assert seen[h1.address] == ["127.0.0.1", h1.address]
+        assert seen[h2.address] == ["127.0.0.1", h2.address]
+        assert local.node_ip() in seen[local.node_ip()]
+
+        driver = _run_driver(SURVIVE, model["address"], h2.address)
+        try:
+            assert driver.stdout is not None
+            line = await loop.run_in_executor(None, driver.stdout.readline)
+            assert line.strip() == "submitted", line
+            await _poll(jp_fetch, model["id"], lambda m: m["tasks"]["running"] >= 3)
+            bed.remove(h2)  # the machine is gone, with everything on it
+            lost = await _poll(
+                jp_fetch, model["id"],
+                lambda m: any(n["address"] == h2.address and not n["alive"] for n in m["nodes"]),
+            )  # fmt: skip
+            assert lost["status"] == "running"
+            output, _ = await loop.run_in_executor(None, driver.communicate)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        assert output.strip().splitlines()[-1] == "[0, 1, 4, 9]", output[-2000:]
+    finally:
+        response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert response.code == 204  # the vanished host is reported, not waited on
+    assert _left_on_hosts(model) == []
+
+
+async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_rest_join(
+    jp_fetch: Any, bed: TestBed
+) -> None:
+    h1, no_ray, refuses = bed.hosts[0], bed.hosts[2], bed.hosts[3]
+    model = await _json(
+        jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(_body(bed, [0, 2, 3]))
+    )
+    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+    try:
+        hosts = {h["host"]: h for h in model["ssh"]["hosts"]}
+        assert hosts[h1.address]["status"] == "joined"
+        assert hosts[no_ray.address]["status"] == "failed"
+        assert hosts[no_ray.address]["reason"].startswith(
+            f"{no_ray.address}: no `{RAY}` command there. Install the same Ray"
+        )
+        assert hosts[refuses.address]["status"] == "failed"
+        assert hosts[refuses.address]["reason"].startswith(
+            f"{refuses.address}: refused the key {bed.key} for root. Add its public key"
+        )
+        alive = sorted(n["address"] for n in model["nodes"] if n["alive"])
+        assert alive == sorted([local.node_ip(), h1.address])
+    finally:
+        response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert response.code == 204
+    assert _left_on_hosts(model) == []

@@ -1,0 +1,126 @@
+"""Dependencies point one way: no import cycle, and hpc's private files stay private.
+
+Read statically from the source (every import, lazy ones inside functions included, since a
+lazy import that closes a loop still ties the two modules together).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import eugo_jupyter
+
+PACKAGE = Path(eugo_jupyter.__file__).parent
+ROOT = "eugo_jupyter"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts}
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The eugo_jupyter modules ``name`` imports (``from pkg import sub`` counts as ``pkg.sub``)."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(ROOT)}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith(ROOT):
+                continue
+            subs = {f"{target}.{alias.name}" for alias in node.names}
+            found |= {s for s in subs if s in MODULES} or {target}
+            if not subs & MODULES.keys():
+                found.add(target)
+    return found
+
+
+GRAPH = {name: _imports(name, path) & MODULES.keys() for name, path in MODULES.items()}
+
+
+def test_the_scan_sees_the_package() -> None:
+    # A guard for the guard: the scan reads real edges, so the checks below can fail.
+    assert "eugo_jupyter.hpc._internal" in GRAPH["eugo_jupyter.gpu.check"]
+    assert "eugo_jupyter.hpc._hooks" in GRAPH["eugo_jupyter.hpc._distribute"]
+    assert len(MODULES) > 40
+
+
+def test_no_module_outside_hpc_reaches_into_its_private_files() -> None:
+    offenders = []
+    for name, path in MODULES.items():
+        if name.startswith("eugo_jupyter.hpc"):
+            continue
+        for target in _imports(name, path):
+            parts = target.split(".")
+            if (
+                len(parts) >= 3
+                and parts[1] == "hpc"
+                and parts[2].startswith("_")
+                and parts[2] != "_internal"
+            ):
+                offenders.append(f"{name} imports {target}")
+    assert offenders == [], "use eugo_jupyter.hpc._internal instead:\n" + "\n".join(offenders)
+
+
+def test_there_is_no_import_cycle() -> None:
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+    assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_leaf_modules_import_nothing_above_them() -> None:
+    # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
+    assert GRAPH["eugo_jupyter.exceptions"] == set()
+    assert GRAPH["eugo_jupyter._units"] <= {"eugo_jupyter.exceptions"}
+    assert GRAPH["eugo_jupyter._nvml"] <= {"eugo_jupyter.exceptions", "eugo_jupyter._units"}
+
+
+def test_every_error_class_lives_in_the_eugo_error_tree() -> None:
+    from eugo_jupyter import exceptions
+
+    # Defined in exceptions.py only (a private control-flow marker is not an error users see).
+    elsewhere = [
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        if name != "eugo_jupyter.exceptions"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and not node.name.startswith("_")
+        and any(
+            getattr(base, "id", getattr(base, "attr", "")).endswith(("Error", "Exception"))
+            for base in node.bases
+        )
+    ]
+    assert elsewhere == []
+    for name in exceptions.__all__:
+        cls = getattr(exceptions, name)
+        assert issubclass(cls, (exceptions.EugoError, exceptions.EugoWarning)), name

@@ -1,0 +1,110 @@
+"""The SLURM launch in a real JupyterLab and Chromium, against a real SLURM on this machine.
+
+What a user does: open the sidebar, pick SLURM, fill the form, preview the job script, launch,
+watch the card show the SLURM job and the node join, and shut it down through the dialog.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
+from tests.ui.conftest import Lab, running_lab
+from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
+
+pytestmark = pytest.mark.ui
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
+    require_slurm()
+    with slurm_cluster(tmp_path_factory.mktemp("slurm") / "daemons") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, slurm: Slurm) -> Iterator[Lab]:
+    """JupyterLab on a "login node" of that SLURM: SLURM_CONF set, a shared folder, a profile."""
+    profile = {
+        "name": "debug, 1 node",
+        "description": "One node of the debug partition.",
+        "body": {"kind": "slurm", "slurm": {"partition": "debug", "nodes": 1}},
+        "editable": ["slurm.walltime"],
+    }
+    config = {
+        "EugoManagerExtension": {
+            "slurm_shared_dir": str(slurm.folder / "shared"),
+            "profiles": [profile],
+        }
+    }
+    root = tmp_path_factory.mktemp("lab")
+    with running_lab(root, config, {"SLURM_CONF": str(slurm.conf)}) as server:
+        yield server
+
+
+def _queued(slurm: Slurm) -> str:
+    return subprocess.run(
+        ["squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING"],
+        env=slurm.env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+
+
+def test_pick_slurm_preview_launch_and_shut_down(
+    page: Any, lab: Lab, slurm: Slurm, artifacts: Path
+) -> None:
+    panel = open_sidebar(page)
+    panel.locator(".eugo-KindSwitch-option", has_text="SLURM").click()
+    form = panel.locator(".eugo-SlurmForm")
+    form.wait_for(state="visible")
+    # The administrator's profile is offered; picking it fixes the partition.
+    form.get_by_label("Profile", exact=True).select_option("debug, 1 node")
+    assert form.get_by_label("Partition", exact=True).input_value() == "debug"
+    assert form.get_by_label("Partition", exact=True).is_disabled()
+    form.get_by_label("Profile", exact=True).select_option("")
+    form.get_by_label("Cluster name", exact=True).fill("ui-slurm")
+    form.get_by_label("Partition", exact=True).fill("debug")
+    form.get_by_label("Wall time", exact=True).fill("00:15:00")
+    form.get_by_label("Nodes", exact=True).fill("1")
+
+    form.get_by_role("button", name="Preview").click()
+    script = form.locator('.eugo-Plan-text[data-script="head"]')
+    script.wait_for()
+    text = script.inner_text()
+    assert "#SBATCH --time=00:15:00" in text and "#SBATCH --partition=debug" in text
+    assert "start --head --block" in text
+    assert form.locator(".eugo-Plan-summary").inner_text().startswith("1 SLURM job of 1 node")
+    assert _queued(slurm) == ""  # the preview submitted nothing
+    panel.screenshot(path=str(artifacts / "panel-slurm-preview.png"))
+
+    form.get_by_role("button", name="Launch", exact=True).click()
+    card = panel.locator('.eugo-Card[aria-label="Cluster ui-slurm"]')
+    card.wait_for()
+    assert card.locator(".eugo-Tag").first.inner_text() == "slurm"
+    job = card.locator(".eugo-Jobs tbody tr").first
+    job.wait_for()
+    assert job.locator("td").nth(1).inner_text() == "head"
+    page.wait_for_selector(
+        f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-slurm"][data-status="running"]',
+        timeout=CLUSTER_TIMEOUT_MS,
+    )
+    assert job.get_attribute("data-state") == "RUNNING"
+    assert card.locator(".eugo-Jobs tbody tr").first.locator("td").nth(3).inner_text() in (
+        slurm.nodes
+    )
+    panel.screenshot(path=str(artifacts / "panel-slurm-running.png"))
+
+    card.get_by_role("button", name="Shut down").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(state="visible")
+    assert "SLURM jobs are cancelled" in dialog.inner_text()
+    dialog.locator(".jp-mod-accept").click()
+    card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
+    assert _queued(slurm) == ""
+    _, clusters = lab.api("GET", "eugo/clusters")
+    assert clusters == []
+    assert not [e for e in page.console_errors if "eugo" in e.lower()], page.console_errors
