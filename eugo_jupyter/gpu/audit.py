@@ -35,7 +35,7 @@ from typing import Any, Callable, TypedDict
 
 from .. import _nvml
 from .._units import format_bytes
-from ..hpc._internal import ensure, hooks
+from ..hpc._internal import ensure, hooks, session_generation
 from .probe import GPU_LIBRARIES
 
 __all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
@@ -263,6 +263,7 @@ class GPUAudit:
         self._remote: Any = None
         self._fn_refs: dict[int, Any] = {}
         self._refs: list[Any] = []
+        self._generation = -1  # the connection it ran on: its collector dies with that cluster
         self.active = False
 
     def start(self) -> "GPUAudit":
@@ -273,6 +274,7 @@ class GPUAudit:
         if hooks.audit is not None:  # checked first: nothing is started for a refused audit
             hooks.set_audit(self._submit)  # raises ConflictError
         ensure()
+        self._generation = session_generation()
         self._collector = ray.remote(num_cpus=0)(_Collector).remote()
         self._remote = ray.remote(_run_audited)
         hooks.set_audit(self._submit)
@@ -317,8 +319,8 @@ class GPUAudit:
         """One plain dict per finished GPU call (keys: :data:`RECORD_KEYS`)."""
         import ray
 
-        if self._collector is None:
-            return []
+        if self._collector is None or self._generation != session_generation():
+            return []  # never started, or its cluster (and so its records) is gone
         return sorted(ray.get(self._collector.records.remote()), key=lambda r: r["started_at"])
 
     def summary(self) -> AuditSummary:

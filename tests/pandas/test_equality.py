@@ -214,14 +214,14 @@ def test_the_fallback_warning_can_be_filtered() -> None:
 def slow(row):  # type: ignore[no-untyped-def]
     import time
 
-    end = time.thread_time() + 2e-3
+    end = time.thread_time() + 4e-3
     while time.thread_time() < end:
         pass
     return row.a + 1
 
 
 def test_auto_splits_a_slow_call_and_explains_the_choice() -> None:
-    df = frame(400)  # about 0.8 s of work
+    df = frame(1000)  # about 4 s of work
     with warnings.catch_warnings():
         warnings.simplefilter("error", PandasFallbackWarning)
         result = df.eugo.apply(slow, axis=1)

@@ -16,7 +16,7 @@ def test_work_too_small_for_any_number_of_slots_stays_here_without_asking() -> N
     assert not decided.distribute
     message = decided.fallback_message("apply(f)")
     assert message.startswith("apply(f) ran in pandas here: 2,000 rows x 3 µs = 6 ms;")
-    assert "splitting would cost about 40 ms" in message and "partitions=N" in message
+    assert "splitting would cost about 100 ms" in message and "partitions=N" in message
 
 
 def test_long_work_gets_three_partitions_per_slot() -> None:
@@ -25,9 +25,9 @@ def test_long_work_gets_three_partitions_per_slot() -> None:
 
 
 def test_work_that_would_give_tiny_partitions_gets_fewer() -> None:
-    # 0.24 s of work: six partitions would run 40 ms each; four of 60 ms pay better.
-    decided = plan(12_000, 20e-6, 100_000, lambda: 2, "auto")
-    assert decided.distribute and decided.partitions == 4
+    # 0.5 s of work on 16 slots: 48 partitions would run 10 ms each; ten of 50 ms pay better.
+    decided = plan(25_000, 20e-6, 100_000, lambda: 16, "auto")
+    assert decided.distribute and decided.partitions == 10
 
 
 def test_no_partition_is_larger_than_100_mb() -> None:

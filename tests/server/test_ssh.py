@@ -212,7 +212,8 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
         finally:
             if driver.poll() is None:
                 driver.kill()
-        assert output.strip().splitlines()[-1] == "[0, 1, 4, 9]", output[-2000:]
+        # Ray's own log lines (the retries) may follow the result on the merged output.
+        assert "[0, 1, 4, 9]" in output.splitlines(), output[-2000:]
     finally:
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204  # the vanished host is reported, not waited on

@@ -167,6 +167,7 @@ def ssh_command(spec: SshSpec, host: str, script: str, args: list[str]) -> list[
         "-o", "ServerAliveInterval=5",
         "-o", "ServerAliveCountMax=3",
         "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "LogLevel=ERROR",  # no "Permanently added" chatter in what we parse
         "-o", f"UserKnownHostsFile={_known_hosts()}",
     ]  # fmt: skip
     if spec.key_file:
@@ -348,10 +349,12 @@ def stop_on(
     half = len(temp_dir) // 2
     args = [temp_dir[:half], temp_dir[half:], _token_file(cluster_id)]
     code, output = _run(ssh_command(spec, host, _STOP, args), "", timeout)
-    if code != 0 or "EUGO_LEFT" not in output:
+    if code != 0 or not any(ln.startswith("EUGO_LEFT") for ln in output.splitlines()):
         why = why_host_failed(spec, host, code, output)
         return f"{host}: could not be reached to stop its node ({why})"
-    left = output.split("EUGO_LEFT", 1)[1].split()
+    # Only the script's own line: ssh may add warnings of its own to the output.
+    line = next(ln for ln in output.splitlines() if ln.startswith("EUGO_LEFT"))
+    left = line.removeprefix("EUGO_LEFT").split()
     return f"{host}: pids {' '.join(left)} did not stop" if left else None
 
 
@@ -499,8 +502,13 @@ class SshBackend(Backend):
             args = _worker_args(fields, address, _ip_of(host), _temp_dir(cluster_id, index))
             return _start_on(fields, cluster_id, host, index, args, timeout)
 
-        with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
-            results += list(pool.map(start_worker, hosts))
+        try:
+            with ThreadPoolExecutor(max_workers=min(16, len(hosts) or 1)) as pool:
+                results += list(pool.map(start_worker, hosts))
+        except BaseException:
+            # The record never learns of these nodes: stop them here, or nothing ever will.
+            self.stop({**record, **updates, "ssh_hosts": [r.to_record() for r in results]})
+            raise
         joined = [r for r in results if r.joined]
         updates.update(
             address=address,
