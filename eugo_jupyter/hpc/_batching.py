@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from ..exceptions import ClusterError
 from . import _distribute, _hooks, _session, _submissions, _watch
 from ._options import request_of
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
@@ -281,11 +282,13 @@ class Engine:
         return ready
 
     def _collect(self, ref: Any) -> tuple[Unit, float]:
-        import ray
-
         unit = self.in_flight.pop(ref)
         try:
-            outcome = ray.get(ref)
+            # In steps on a cluster: a result lost with its node is waited on (Ray tries to
+            # rebuild it), and a dead cluster must raise ClusterError instead.
+            outcome = _watch.get_watching(ref)
+        except ClusterError:
+            raise  # the whole cluster is gone, not this unit: said as eugo.hpc.get says it
         except Exception as exc:
             raise self.on_lost(exc, unit) from exc
         if isinstance(outcome, Failure):
@@ -313,6 +316,8 @@ class Engine:
     def _cancel_all(self) -> None:
         import ray
 
+        if not ray.is_initialized():
+            return  # the cluster was let go of (it died): ray.cancel would start a new local Ray
         for ref in self.in_flight:
             try:
                 ray.cancel(ref)

@@ -75,7 +75,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     try:
         if many and show and len(refs) > 1:
             _wait_with_bar(refs, timeout)
-        values = _get_watching(refs if many else refs[0], timeout)
+        values = _watch.get_watching(refs if many else refs[0], timeout)
     except RayGetTimeoutError:
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
@@ -92,32 +92,6 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
         recorder.returned(refs, values if many else [values])
     _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
-
-
-def _get_watching(target: Any, timeout: float | None) -> Any:
-    """``ray.get``, in steps on a cluster so that a dead one raises ClusterError within seconds
-    (Ray itself would wait, then end the kernel's process)."""
-    import ray
-    from ray.exceptions import GetTimeoutError as RayGetTimeoutError
-    from ray.exceptions import RayError, RayTaskError
-
-    address = _watch.watched_address()
-    if address is None:
-        return ray.get(target, timeout=timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            return ray.get(target, timeout=_watch.STEP if left is None else min(_watch.STEP, left))
-        except RayGetTimeoutError:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-        except RayTaskError:
-            raise  # the user's own exception, from a task that ran
-        except RayError:
-            _watch.raise_if_gone(address)  # a lost node or object because the cluster died?
-            raise
-        _watch.raise_if_gone(address)
 
 
 def _failed_ref(refs: list[Any]) -> Any:

@@ -18,10 +18,19 @@ from __future__ import annotations
 import socket
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 from ..exceptions import ClusterError
 
-__all__ = ["STEP", "Watch", "gone", "raise_if_gone", "release", "watched_address"]
+__all__ = [
+    "STEP",
+    "Watch",
+    "get_watching",
+    "gone",
+    "raise_if_gone",
+    "release",
+    "watched_address",
+]
 
 #: Seconds a wait on a cluster runs before the head is asked again whether it is alive.
 STEP = 1.0
@@ -128,3 +137,29 @@ class Watch:
         if self.address is not None and time.monotonic() - self.checked >= STEP:
             raise_if_gone(self.address)
             self.checked = time.monotonic()
+
+
+def get_watching(target: Any, timeout: float | None = None) -> Any:
+    """``ray.get``, in steps on a cluster so that a dead one raises ClusterError within seconds
+    (Ray itself would wait, then end the kernel's process)."""
+    import ray
+    from ray.exceptions import GetTimeoutError as RayGetTimeoutError
+    from ray.exceptions import RayError, RayTaskError
+
+    address = watched_address()
+    if address is None:
+        return ray.get(target, timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return ray.get(target, timeout=STEP if left is None else min(STEP, left))
+        except RayGetTimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+        except RayTaskError:
+            raise  # the user's own exception, from a task that ran
+        except RayError:
+            raise_if_gone(address)  # a lost node or object because the cluster died?
+            raise
+        raise_if_gone(address)
