@@ -199,6 +199,11 @@ def _start_worker(
     raise AssertionError("unreachable")
 
 
+#: `ray start --head` failures worth one more try: a port taken between our pick and Ray's bind,
+#: and a busy machine where the node misses Ray's fixed registration window.
+_RETRIED = ("already in use", "during startup", "Failed to get node info")
+
+
 def launch(
     head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
 ) -> Launched:
@@ -214,7 +219,7 @@ def launch(
         except LaunchError as exc:
             # Ports are picked free, but another program can take one before Ray binds it; and
             # on a busy machine the raylet can miss `ray start`'s fixed 30 s registration window.
-            if attempt == 1 and any(s in str(exc) for s in ("already in use", "during startup")):
+            if attempt == 1 and any(s in str(exc) for s in _RETRIED):
                 stop([], temp_dir)  # what the failed start left (its daemons name temp_dir)
                 make_private(temp_dir)
                 continue
