@@ -131,7 +131,7 @@ def check_node_memory(
 
     ``most`` defaults to this machine's memory (nodes of the local backend run here).
 
-    >>> check_node_memory(10**30, None, "head")
+    >>> check_node_memory(10**30, None, "head")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     eugo_jupyter.exceptions.OptionsError: head.memory=1000000000000000000000000000000 is not ...
