@@ -138,7 +138,8 @@ async def test_preview_returns_the_script_that_is_then_submitted(
     assert "start --head --block" in head
     assert [c[0] for c in plan["commands"]] == ["sbatch", "sbatch"]
     assert _squeue(slurm) == ""  # a preview submits nothing
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    listed = await _json(jp_fetch, "eugo", "clusters")
+    assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
     response = await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(BODY))
     assert response.code == 201
@@ -279,7 +280,8 @@ async def test_shutdown_cancels_the_jobs_and_leaves_no_ray_process(
     assert _squeue(slurm) == ""
     assert _ray_processes_of(jobs) == []
     assert not Path(model["slurm"]["dir"]).exists()
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    listed = await _json(jp_fetch, "eugo", "clusters")
+    assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
 async def test_more_cpus_than_a_node_has_is_explained_and_never_spins(
@@ -308,7 +310,8 @@ async def test_a_bad_partition_is_refused_with_slurms_message(
     code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     assert code == 400
     assert "invalid partition specified: nope" in message
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    listed = await _json(jp_fetch, "eugo", "clusters")
+    assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
     assert list((slurm.folder / "shared").glob("c-*")) == []  # nothing half made is left
 
 
@@ -326,7 +329,8 @@ async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
 
     assert records.read_record(model["id"]) is None  # kernels no longer pick it
     await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    listed = await _json(jp_fetch, "eugo", "clusters")
+    assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
 async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch: Any) -> None:
