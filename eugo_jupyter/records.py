@@ -64,7 +64,7 @@ def records_dir() -> Path:
 
 
 def _record_path(cluster_id: str) -> Path:
-    if not _ID_RE.match(cluster_id):
+    if not _ID_RE.fullmatch(cluster_id):
         raise ValueError(f"{cluster_id!r} is not a cluster id (letters, digits, - and _).")
     return records_dir() / f"{cluster_id}.json"
 

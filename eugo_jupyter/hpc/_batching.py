@@ -29,7 +29,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from . import _distribute, _hooks, _session, _submissions
+from ..exceptions import ClusterError
+from . import _distribute, _hooks, _session, _submissions, _watch
 from ._options import request_of
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -190,6 +191,7 @@ class Engine:
         self.done = 0  # items (or rows) finished, for the progress bar
         self.bar: Any = None
         self.began = time.monotonic()
+        self.watch: _watch.Watch | None = None  # whether the cluster is still there (_wait)
 
     def check(self, stacklevel: int) -> None:
         """Warn at the caller's line when no node can run the request."""
@@ -266,17 +268,27 @@ class Engine:
     def _wait(self) -> list[Any]:
         import ray
 
-        # With a bar to refresh, wake up now and then; otherwise block until a unit is done.
+        # With a bar to refresh, wake up now and then; on a cluster, every STEP seconds to ask
+        # whether its head is still there (Ray would wait on, then end the kernel); otherwise
+        # block until a unit is done.
+        if self.watch is None:
+            self.watch = _watch.Watch()
         timeout = 0.25 if self.show else None
+        if self.watch.address is not None:
+            timeout = min(timeout or _watch.STEP, _watch.STEP)
         ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=timeout)
+        if not ready:
+            self.watch.check()
         return ready
 
     def _collect(self, ref: Any) -> tuple[Unit, float]:
-        import ray
-
         unit = self.in_flight.pop(ref)
         try:
-            outcome = ray.get(ref)
+            # In steps on a cluster: a result lost with its node is waited on (Ray tries to
+            # rebuild it), and a dead cluster must raise ClusterError instead.
+            outcome = _watch.get_watching(ref)
+        except ClusterError:
+            raise  # the whole cluster is gone, not this unit: said as eugo.hpc.get says it
         except Exception as exc:
             raise self.on_lost(exc, unit) from exc
         if isinstance(outcome, Failure):
@@ -304,6 +316,8 @@ class Engine:
     def _cancel_all(self) -> None:
         import ray
 
+        if not ray.is_initialized():
+            return  # the cluster was let go of (it died): ray.cancel would start a new local Ray
         for ref in self.in_flight:
             try:
                 ray.cancel(ref)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _data_location, _hooks, _session, _submissions
+from . import _checks, _data_location, _hooks, _session, _submissions, _watch
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -79,7 +79,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     try:
         if many and show and len(refs) > 1:
             _wait_with_bar(refs, timeout)
-        values = ray.get(refs if many else refs[0], timeout=timeout)
+        values = _watch.get_watching(refs if many else refs[0], timeout)
     except RayGetTimeoutError:
         pending = [r for r in refs if isinstance(r, ray.ObjectRef)]
         pending = ray.wait(pending, num_returns=len(pending), timeout=0)[1] if pending else []
@@ -123,6 +123,7 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
     if not pending:
         return
     bar = make_bar(len(refs), len(refs) - len(pending), "eugo.hpc.get")
+    watch = _watch.Watch()
     try:
         while pending:
             left = None if deadline is None else deadline - time.monotonic()
@@ -133,6 +134,7 @@ def _wait_with_bar(refs: list[Any], timeout: float | None) -> None:
                 pending, num_returns=len(pending), timeout=step, fetch_local=False
             )
             bar.update(len(ready))
+            watch.check()
     finally:
         bar.close()
 
@@ -144,13 +146,28 @@ def wait(
 
     >>> done, pending = wait(futs, num_returns=1)   # doctest: +SKIP
     """
-    import ray
-
     _session.ensure()
     refs = list(futures)
     if not refs:
         return [], []
-    return ray.wait(refs, num_returns=min(num_returns, len(refs)), timeout=timeout)
+    return _wait_watching(refs, min(num_returns, len(refs)), timeout)
+
+
+def _wait_watching(refs: list[Any], num_returns: int, timeout: float | None) -> Any:
+    """``ray.wait``, in steps on a cluster so that a dead one raises ClusterError (see get)."""
+    import ray
+
+    address = _watch.watched_address()
+    if address is None:
+        return ray.wait(refs, num_returns=num_returns, timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        step = _watch.STEP if left is None else min(_watch.STEP, left)
+        done, pending = ray.wait(refs, num_returns=num_returns, timeout=step)
+        if len(done) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            return done, pending
+        _watch.raise_if_gone(address)
 
 
 def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Iterator[Any]:
@@ -159,15 +176,13 @@ def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Ite
     >>> for fut in as_completed(futs):      # doctest: +SKIP
     ...     print(get(fut))
     """
-    import ray
-
     _session.ensure()
     pending = list(futures)
     total = len(pending)
     deadline = None if timeout is None else time.monotonic() + timeout
     while pending:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        done, pending = _wait_watching(pending, 1, left)
         if not done:
             raise _timeout_error(pending, total, timeout)
         yield from done

@@ -7,6 +7,7 @@ an embedded local Ray started on first use and kept for the life of the process.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -14,6 +15,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 
 __all__ = [
@@ -142,6 +144,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             )
 
     ray_kwargs.setdefault("logging_level", logging.WARNING)
+    secure_token_file()
     if target is None:
         # "local" forces a fresh Ray owned by this process: plain ray.init() would silently
         # attach to whatever `ray start` cluster ran last on this machine.
@@ -155,11 +158,21 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             config = dict(ray_kwargs.get("_system_config") or {})
             config.setdefault("worker_niceness", 0)
             ray_kwargs["_system_config"] = config
+        if "_temp_dir" not in ray_kwargs:
+            ray_kwargs["_temp_dir"] = _private_temp_dir()
         context = ray.init(address="local", **ray_kwargs)
     else:
+        _keep_process_alive()  # before Ray reads its config (use_token_auth does)
         use_token_auth()
+        if not target.startswith("ray://") and target not in ("auto", "local"):
+            from .._rayprobe import auth_mismatch
+
+            mismatch = auth_mismatch(target)
+            if mismatch:
+                raise ClusterError(mismatch)
         context = ray.init(address=target, **ray_kwargs)
 
+    secure_token_file()  # an embedded Ray may have just written a new token
     dashboard = context.dashboard_url or None
     # ray.init returns a RayContext; its annotation says BaseContext, which has no address_info.
     info = context.address_info  # type: ignore[attr-defined]
@@ -171,6 +184,35 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     )
     generation += 1
     return _connection
+
+
+def _keep_process_alive() -> None:
+    """Before connecting to a cluster: Ray must not end this process when the cluster dies.
+
+    Ray's driver exits the process once the GCS has been unreachable for
+    ``gcs_rpc_server_reconnect_timeout_s``; a kernel must outlive its cluster, and the waits
+    in _watch notice the loss within seconds instead. An explicit setting is left alone.
+    """
+    os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(7 * 24 * 3600))
+
+
+_own_temp: str | None = None
+
+
+def _private_temp_dir() -> str:
+    """Ray's temp dir for the embedded Ray, inside a fresh 0700 folder of this process.
+
+    Ray makes its folders 0777 (under the shared /tmp/ray by default): inside a folder only
+    this account can enter, other local users cannot reach its sockets and logs.
+    """
+    global _own_temp
+    import tempfile
+
+    from .._tempdirs import ray_temp_dir
+
+    _own_temp = tempfile.mkdtemp(prefix="eugo-k-")  # mode 0700, owned by us
+    atexit.register(_at_exit)
+    return ray_temp_dir(_own_temp)
 
 
 def use_token_auth() -> None:
@@ -224,3 +266,21 @@ def shutdown() -> None:
     ray.shutdown()
     _connection = None
     generation += 1
+    _remove_own_temp()
+
+
+def _at_exit() -> None:
+    # Ray's own exit hook may run after this one and would write its logs again: stop it first.
+    import ray
+
+    ray.shutdown()
+    _remove_own_temp()
+
+
+def _remove_own_temp() -> None:
+    global _own_temp
+    if _own_temp is not None:
+        import shutil
+
+        shutil.rmtree(_own_temp, ignore_errors=True)
+        _own_temp = None

@@ -28,6 +28,7 @@ from IPython.core.magic_arguments import magic_arguments
 
 from ..exceptions import (
     CellError,
+    ClusterError,
     GetTimeoutError,
     InfeasibleRequestError,
     InfeasibleRequestWarning,
@@ -181,7 +182,7 @@ class EugoMagics(Magics):
         except KeyboardInterrupt:
             print("Interrupted: the cell's task was cancelled on the cluster.", file=sys.stderr)
             raise
-        except GetTimeoutError as exc:
+        except (GetTimeoutError, ClusterError) as exc:
             raise short(exc) from None
         except CellError as exc:
             run.bind(exc.info, self.shell.user_ns)

@@ -45,8 +45,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import records
+from .._tempdirs import remove_ours
 from ..exceptions import ClusterError, ConfirmationError, OptionsError
-from . import discovery, expiry, monitor, requests
+from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
 from .models import ClusterModel, make_cluster_model
 from .profiles import apply_profile, check_profile
@@ -127,6 +128,7 @@ class ClusterManager:
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
+        self._watchdog: Any = None
         # Found clusters (heads on this machine the manager did not start): the last scan.
         self.find_clusters = find_clusters
         self._found: dict[str, tuple[discovery.Found, str | None]] = {}
@@ -150,6 +152,7 @@ class ClusterManager:
             status = await loop.run_in_executor(self._slow, backend.adopt, record)
             if status is None:
                 records.delete_record(record["id"])
+                _remove_temp(record)  # its logs and sockets: ours to remove
                 continue
             record = {**record, "server_pid": os.getpid(), "status": status}
             records.write_record(record)
@@ -177,6 +180,7 @@ class ClusterManager:
             for task in (cluster.launching, cluster.refreshing):
                 if task is not None and not task.done():
                     task.cancel()
+        watchdog.end(self._watchdog)
 
     def close_sync(self) -> None:
         """Like :meth:`close`, for interpreter exit (no event loop)."""
@@ -191,6 +195,8 @@ class ClusterManager:
         if not self._atexit:
             atexit.register(self.close_sync)
             self._atexit = True
+            # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes.
+            self._watchdog = watchdog.start(os.getpid())
 
     # -- models
 
@@ -325,6 +331,7 @@ class ClusterManager:
         if observed.ended and cluster.status not in ("stopping", "stopped"):
             cluster.status, cluster.error = "stopped", observed.ended
             records.delete_record(cluster.id)
+            _remove_temp(cluster.record)
         return observed
 
     async def _refresh(self, cluster: _Cluster) -> None:
@@ -536,6 +543,10 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         url = cluster.record.get("dashboard_url") if cluster else None
+        if cluster is not None and not self.backends[cluster.kind].owns_processes:
+            # A connected cluster's dashboard: checked again on every use (a record may predate
+            # the check, or have been edited), so the token goes only to the head's own host.
+            url = _checked_dashboard(url, str(cluster.record.get("address")))
         if cluster is None and cluster_id in self._found:
             url = self._found[cluster_id][1]
         if not url:
@@ -708,6 +719,17 @@ def _found_model(found: discovery.Found, dashboard: str | None) -> ClusterModel:
         "pid": found.pid,
     }
     return model
+
+
+def _remove_temp(record: dict[str, Any]) -> None:
+    """Remove a forgotten cluster's temp folder, if it is exactly one we created."""
+    if record.get("temp_dir"):
+        remove_ours(str(record["id"]), str(record["temp_dir"]))
+
+
+def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
+    """A dashboard a connected cluster published, if the token may go there (else None)."""
+    return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())
 
 
 def _sentence(exc: BaseException) -> str:

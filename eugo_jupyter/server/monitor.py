@@ -24,7 +24,7 @@ from ..hpc._internal import (
     waiting_from,
 )
 
-__all__ = ["auth_headers", "dashboard_of", "empty", "reachable", "read"]
+__all__ = ["auth_headers", "dashboard_of", "empty", "local_ips", "reachable", "read"]
 
 _RUNNING = ("RUNNING", "RUNNING_IN_RAY_GET", "RUNNING_IN_RAY_WAIT")
 _FINISHED = ("FINISHED",)
@@ -73,7 +73,8 @@ def dashboard_of(gcs_address: str, timeout: float = 5.0) -> str | None:
     return url if "://" in url else f"http://{url}"
 
 
-def _local_ips() -> set[str]:
+def local_ips() -> set[str]:
+    """This machine's addresses as Ray sees them (loopback and the node IP)."""
     ips = {"127.0.0.1", "localhost"}
     try:
         import ray.util
@@ -135,7 +136,7 @@ def read(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> d
     """
     _use_token_auth()
     snap = snapshot(gcs_address, timeout=timeout)
-    local = _local_ips()
+    local = local_ips()
     local_gpus: list[dict[str, Any]] | None = None
     nodes = []
     for node in snap.nodes:

@@ -13,15 +13,30 @@ and what is allowed, which the routes turn into a 400.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
 from ..exceptions import OptionsError
 
-__all__ = ["LIFETIMES", "body_kind", "count", "keys", "lifetime", "mapping", "name", "text"]
+__all__ = [
+    "LIFETIMES",
+    "MIN_OBJECT_STORE",
+    "body_kind",
+    "check_node_memory",
+    "count",
+    "keys",
+    "lifetime",
+    "machine_memory",
+    "mapping",
+    "name",
+    "text",
+]
 
 LIFETIMES = ("server", "persistent")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}")
+#: Ray refuses an object store under 75 MiB (``ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES``).
+MIN_OBJECT_STORE = 75 * 1024 * 1024
 
 
 def keys(body: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
@@ -69,7 +84,7 @@ def name(value: Any, default: str) -> str:
     """A cluster's display name: 1 to 64 plain characters."""
     if value is None:
         return default
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise OptionsError(
             f"name={value!r} is not allowed: use 1 to 64 letters, digits, spaces, '.', '_' or '-', "
             "starting with a letter or digit."
@@ -102,3 +117,36 @@ def body_kind(body: Any, kinds: tuple[str, ...]) -> str:
             f"kind={kind!r} is not allowed: use one of {', '.join(map(repr, kinds))}."
         )
     return str(kind)
+
+
+def machine_memory() -> int:
+    """Bytes of memory on this machine (the most a node started here can offer)."""
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_node_memory(
+    memory: int | None, object_store: int | None, where: str, most: int | None = None
+) -> None:
+    """Refuse a node ``memory``/``object_store_memory`` no node of ``most`` bytes can have.
+
+    ``most`` defaults to this machine's memory (nodes of the local backend run here).
+
+    >>> check_node_memory(10**30, None, "head")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    eugo_jupyter.exceptions.OptionsError: head.memory=1000000000000000000000000000000 is not ...
+    """
+    most = machine_memory() if most is None else most
+    gib = most / 2**30
+    if memory is not None and not 0 < memory <= most:
+        raise OptionsError(
+            f"{where}.memory={memory} is not a size a node can have: give 1 to {most} bytes "
+            f"(at most {gib:.1f} GiB, the node's machine memory), or leave it out to let Ray "
+            "measure it."
+        )
+    if object_store is not None and not MIN_OBJECT_STORE <= object_store <= most:
+        raise OptionsError(
+            f"{where}.object_store_memory={object_store} is out of range: Ray needs at least "
+            f"{MIN_OBJECT_STORE} bytes (75 MiB) and a node has at most {most} bytes "
+            f"({gib:.1f} GiB); give a size between them, or leave it out."
+        )

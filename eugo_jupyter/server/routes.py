@@ -16,6 +16,7 @@ from jupyter_server.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..exceptions import ClusterError, ConfirmationError, OptionsError
+from . import limits
 from .manager import ClusterManager
 
 __all__ = ["setup_route_handlers"]
@@ -43,9 +44,9 @@ class _Base(APIHandler):
 
     def _body(self) -> Any:
         try:
-            return json.loads(self.request.body or b"null")
-        except ValueError as exc:
-            raise tornado.web.HTTPError(400, f"The request body is not JSON: {exc}.") from None
+            return limits.parse_body(self.request.body)
+        except OptionsError as exc:
+            raise _bad_request(exc) from None
 
 
 def _bad_request(exc: Exception) -> tornado.web.HTTPError:
@@ -168,6 +169,14 @@ class DashboardHandler(JupyterHandler):
     """
 
     _COPIED = ("Content-Type", "Cache-Control", "ETag", "Last-Modified", "Content-Disposition")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        # Our own errors (unknown id, dashboard down) speak JSON like every other /eugo/ route;
+        # Jupyter's default here would be an HTML page.
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = getattr(exc, "log_message", None) or self._reason
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message, "reason": self._reason}))
 
     @tornado.web.authenticated
     async def get(self, cluster_id: str, path: str | None) -> None:

@@ -45,21 +45,26 @@ def _spec(bed: TestBed, ray_path: str = "/bin/echo") -> ssh.SshSpec:
 
 def test_arguments_arrive_intact_and_the_token_is_private(bed: TestBed) -> None:
     spec, host = _spec(bed), bed.hosts[0].address
-    tricky = ["--temp-dir=/tmp/eugo-n01-c-args0001", "it's; $(touch /tmp/eugo-pwned) `id`"]
+    outer = "/tmp/eugo-n01-c-args0001"
+    tricky = [f"--temp-dir={outer}/r", "it's; $(touch /tmp/eugo-pwned) `id`"]
     token_file = "~/.ray/eugo-c-args0001.token"
-    command = ssh.ssh_command(spec, host, ssh._START, [spec.ray_path, token_file, *tricky])
+    args = [spec.ray_path, token_file, outer, *tricky]
+    command = ssh.ssh_command(spec, host, ssh._START, args)
     result = subprocess.run(
         command, input="secret-token", capture_output=True, text=True, timeout=60, check=False
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "start " + " ".join(tricky) + "\n"
-    assert not Path("/tmp/eugo-pwned").exists()
     token = Path("~/.ray/eugo-c-args0001.token").expanduser()
     try:
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "start " + " ".join(tricky) + "\n"
+        assert not Path("/tmp/eugo-pwned").exists()
         assert token.read_text() == "secret-token"
         assert token.stat().st_mode & 0o777 == 0o600
+        # Ray makes its folders 0777: the node's own folder around them is 0700 (issue 16).
+        assert Path(outer).stat().st_mode & 0o777 == 0o700
     finally:
-        token.unlink()
+        token.unlink(missing_ok=True)
+        ssh.stop_on(spec, "c-args0001", host, outer)
 
 
 def test_a_refused_key_and_a_missing_ray_are_named_with_the_fix(bed: TestBed) -> None:

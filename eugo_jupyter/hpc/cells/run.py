@@ -30,6 +30,8 @@ __all__ = ["CellRun", "adopt", "submit_cell", "unpicklable_inputs"]
 
 #: How often a waiting kernel polls for the result and the output (seconds).
 POLL = 0.1
+#: The longest one read of the output hub may take before the wait goes on without it.
+HUB_READ_TIMEOUT = 10.0
 
 Emit = Callable[[Chunks], None]
 
@@ -117,7 +119,11 @@ class CellRun:
         import ray
 
         try:
-            self.next_batch, chunks = ray.get(self.hub.read.remote(self.cell_id, self.next_batch))
+            # Bounded: a hub on a cluster that just died must not hold the wait (read again
+            # next poll: reads are by batch index).
+            self.next_batch, chunks = ray.get(
+                self.hub.read.remote(self.cell_id, self.next_batch), timeout=HUB_READ_TIMEOUT
+            )
         except Exception:  # noqa: BLE001 - a lost hub loses output, never the result
             return []
         return chunks
@@ -152,9 +158,11 @@ class CellRun:
         from ray.exceptions import RayTaskError
 
         from .._futures import diagnose
+        from .._watch import Watch
 
         emit = emit or (lambda _chunks: None)
         deadline = None if timeout is None else time.monotonic() + timeout
+        watch = Watch()  # a dead cluster raises ClusterError within seconds (Ray would wait on)
         try:
             # One get per poll (not a wait, then a get): a quick cell costs one round trip.
             while True:
@@ -163,6 +171,7 @@ class CellRun:
                     break
                 except RayGetTimeoutError:
                     pass
+                watch.check()  # before reading output: the hub lives on the cluster too
                 emit(self.read_output())
                 if deadline is not None and time.monotonic() > deadline:
                     diagnosis = diagnose([self.value_ref])

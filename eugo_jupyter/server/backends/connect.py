@@ -1,17 +1,20 @@
 """The `connect` backend: attach to a Ray cluster someone else started; never stop it.
 
 >>> backend = ConnectBackend()
->>> backend.validate({"kind": "connect", "address": "10.0.0.5:6379"}).fields
+>>> backend.validate({"kind": "connect", "address": "10.0.0.5:6379"}).fields.address
 '10.0.0.5:6379'
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from ... import _rayprobe
+from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
-from .. import monitor, requests
+from .. import monitor, proxy_policy, requests
 from .base import Backend, Observed, Plan, Spec
 
 __all__ = ["ConnectBackend"]
@@ -22,6 +25,17 @@ _ADDRESS_RE = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class ConnectSpec:
+    """A checked connect request: the head's address and a dashboard the user gave, if any."""
+
+    address: str
+    dashboard: str | None = None
+
+    def __str__(self) -> str:
+        return self.address
+
+
 class ConnectBackend(Backend):
     """``kind: "connect"``: the spec is the head's address; stopping only detaches."""
 
@@ -30,9 +44,9 @@ class ConnectBackend(Backend):
     starts_quickly = True
 
     def validate(self, body: dict[str, Any]) -> Spec:
-        requests.keys(body, ("kind", "name", "address"), "a connect request")
+        requests.keys(body, ("kind", "name", "address", "dashboard"), "a connect request")
         address = body.get("address")
-        match = _ADDRESS_RE.match(address.strip()) if isinstance(address, str) else None
+        match = _ADDRESS_RE.fullmatch(address.strip()) if isinstance(address, str) else None
         if match is None or not 1 <= int(match.group("port")) <= 65535:
             raise OptionsError(
                 f"address={address!r} is not allowed: give host:port of the head's GCS (for "
@@ -43,22 +57,37 @@ class ConnectBackend(Backend):
             kind=self.kind,
             name=requests.name(body.get("name"), address),
             lifetime=None,
-            fields=address,
+            fields=ConnectSpec(address, proxy_policy.parse_user_dashboard(body.get("dashboard"))),
         )
 
     def plan(self, spec: Spec) -> Plan:
         return Plan(summary=f"Attach to the Ray cluster at {spec.fields}; nothing is started.")
 
     def start(self, spec: Spec, record: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Check that a Ray cluster answers; raises ClusterError within seconds if not."""
-        address = str(spec.fields)
+        """Check that a Ray cluster answers; raises ClusterError within seconds if not.
+
+        The dashboard is one the user gave; without it, the one the head publishes is used
+        only if it is on the head's own host (see :mod:`..proxy_policy`): the server sends this
+        account's Ray token to the dashboard it proxies.
+        """
+        fields: ConnectSpec = spec.fields
+        address, dashboard = fields.address, fields.dashboard
+        secure_token_file()
         if not monitor.reachable(address, 3.0):
             raise ClusterError(
                 f"No Ray cluster answers at {address}: nothing accepts connections there. Check "
                 "the host and the port (the head's GCS port, 6379 unless changed, as printed by "
                 "`ray start --head`), and that this machine can reach it."
             )
-        dashboard = None
+        if dashboard is not None and _checked_dashboard(dashboard, address) is None:
+            raise ClusterError(
+                f"dashboard={dashboard!r} is not on the cluster's head ({address}): the server "
+                "sends this account's Ray token to the dashboard it proxies, so it must be on "
+                "the head's own host. Give the head's dashboard, or leave dashboard out."
+            )
+        problem = _protocol_problem(address)
+        if problem:
+            raise ClusterError(problem)
         if not address.startswith("ray://"):
             try:
                 monitor.read(address, None, 3.0)
@@ -69,7 +98,8 @@ class ConnectBackend(Backend):
                     f"({text.splitlines()[0][:400] if text else type(exc).__name__}). Give the "
                     "head's GCS address (host:port), or ray://host:10001 for a Ray client server."
                 ) from None
-            dashboard = monitor.dashboard_of(address, 3.0)
+            if dashboard is None:
+                dashboard = _checked_dashboard(monitor.dashboard_of(address, 3.0), address)
         return {"address": address, "dashboard_url": dashboard}
 
     def state(self, record: dict[str, Any]) -> Observed:
@@ -77,3 +107,29 @@ class ConnectBackend(Backend):
 
     def stop(self, record: dict[str, Any]) -> list[str]:
         return []  # not ours: detaching only forgets the record
+
+    def adopt(self, record: dict[str, Any]) -> str | None:
+        # A record may predate the dashboard check (or have been edited): check it again.
+        record["dashboard_url"] = _checked_dashboard(
+            record.get("dashboard_url"), str(record.get("address"))
+        )
+        return "running"
+
+
+def _protocol_problem(address: str) -> str | None:
+    """Why connecting to ``address`` would fail in a confusing way, or None (blocking)."""
+    if address.startswith("ray://"):
+        if _rayprobe.speaks_ray_client(address, 5.0):
+            return None
+        return (
+            f"Something answers at {address}, but not as a Ray client server. Give the address "
+            "of the head's client server (ray://host:10001 by default), or the GCS address "
+            "(host:port) without ray://."
+        )
+    monitor.auth_headers()  # sets this process's auth mode, as a connection would
+    return _rayprobe.auth_mismatch(address, 5.0)
+
+
+def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
+    """A dashboard a connected cluster published, if the token may go there (else None)."""
+    return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())

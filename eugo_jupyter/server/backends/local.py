@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ..._raytoken import secure_token_file
+from ..._tempdirs import make_private, ray_temp_dir
 from ...exceptions import ClusterError, LaunchError, OptionsError  # noqa: F401  (LaunchError re-exported)
 from .. import requests
+from ..exporters import closed_exporters
 from .base import Backend, Observed, Plan, Spec
 
 __all__ = [
@@ -105,6 +108,7 @@ def _environment() -> dict[str, str]:
     env["RAY_AUTH_MODE"] = "token"
     env.pop("RAY_ADDRESS", None)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env.update(closed_exporters())
     return env
 
 
@@ -113,7 +117,7 @@ def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.num_cpus}",
         f"--num-gpus={spec.num_gpus}",
-        f"--temp-dir={temp_dir}",
+        f"--temp-dir={ray_temp_dir(temp_dir)}",
         f"--node-manager-port={free_port()}",
         f"--object-manager-port={free_port()}",
         f"--dashboard-agent-listen-port={free_port()}",
@@ -197,20 +201,29 @@ def _start_worker(
     raise AssertionError("unreachable")
 
 
+#: `ray start --head` failures worth one more try: a port taken between our pick and Ray's bind,
+#: and a busy machine where the node misses Ray's fixed registration window.
+_RETRIED = ("already in use", "during startup", "Failed to get node info")
+
+
 def launch(
     head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
 ) -> Launched:
     """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
     ip = node_ip()
-    Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+    secure_token_file(create=True)  # `ray start` would write a missing token world-readable
+    make_private(temp_dir)  # Ray's own folders (0777) go inside, at ray_temp_dir(temp_dir)
     for attempt in (1, 2):
         head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
         try:
             pgids = [_run_ray_start(head_args, timeout)]
             break
         except LaunchError as exc:
-            # Ports are picked free, but another program can take one before Ray binds it.
-            if attempt == 1 and "already in use" in str(exc):
+            # Ports are picked free, but another program can take one before Ray binds it; and
+            # on a busy machine the raylet can miss `ray start`'s fixed 30 s registration window.
+            if attempt == 1 and any(s in str(exc) for s in _RETRIED):
+                stop([], temp_dir)  # what the failed start left (its daemons name temp_dir)
+                make_private(temp_dir)
                 continue
             shutil.rmtree(temp_dir, ignore_errors=True)
             raise
@@ -365,8 +378,9 @@ class LocalSpec:
         return {"head": self.head.to_model(), "workers": [w.to_model() for w in self.workers]}
 
 
-def parse_node(value: object, where: str) -> NodeSpec:
-    """Check one node of a local launch body.
+def parse_node(value: object, where: str, most: int | None = None) -> NodeSpec:
+    """Check one node of a local launch body; its memory sizes at most ``most`` bytes (default:
+    this machine's memory, where a local node runs).
 
     >>> parse_node({"num_cpus": 2}, "head")
     NodeSpec(num_cpus=2, num_gpus=0, memory=None, object_store_memory=None)
@@ -376,13 +390,14 @@ def parse_node(value: object, where: str) -> NodeSpec:
     node = requests.mapping(value, where, '{"num_cpus": 1, "num_gpus": 0}')
     requests.keys(node, _NODE_KEYS, where)
     memory, store = node.get("memory"), node.get("object_store_memory")
+    memory = None if memory is None else parse_memory(memory, f"{where}.memory")
+    store = None if store is None else parse_memory(store, f"{where}.object_store_memory")
+    requests.check_node_memory(memory, store, where, most)
     return NodeSpec(
         num_cpus=requests.count(node.get("num_cpus", 1), "num_cpus", where, 0, MAX_CPUS),
         num_gpus=requests.count(node.get("num_gpus", 0), "num_gpus", where, 0, MAX_GPUS),
-        memory=None if memory is None else parse_memory(memory, f"{where}.memory"),
-        object_store_memory=None
-        if store is None
-        else parse_memory(store, f"{where}.object_store_memory"),
+        memory=memory,
+        object_store_memory=store,
     )
 
 

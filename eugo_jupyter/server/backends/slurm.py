@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..._raytoken import secure_token_file
 from ...exceptions import OptionsError
 from .. import requests
 from .base import Backend, Observed, Plan, Spec
@@ -212,6 +213,9 @@ class SlurmBackend(Backend):
         fields: SlurmSpec = spec.fields
         folder = self.shared_dir / str(record["id"])
         folder.mkdir(parents=True, mode=0o700)
+        # The jobs' `ray start` reads this account's token from the shared home: make it 0600
+        # (and write a missing one) before any job can, since Ray would write it world-readable.
+        secure_token_file(create=True)
         for role in ("head", "worker"):
             (folder / f"{role}.sbatch").write_text(self.script(fields, role))
         jobs: list[dict[str, str]] = []

@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from ..exporters import closed_exporters
+
 __all__ = ["SlurmSpec", "job_script", "walltime_seconds"]
 
 
@@ -72,9 +74,20 @@ _PICK = (
 _PROLOGUE = """\
 set -euo pipefail
 export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0
+# No Prometheus exporter answering without a token on the node's network.
+export {exporters}
 unset RAY_ADDRESS
 # Ray's sockets and logs on this node only, one folder per job; removed when the job ends.
+# Ray makes its own folders 0777: they go inside a 0700 folder of ours, which other users of
+# this (possibly shared) node cannot enter.
 temp_dir="/tmp/eugo-$SLURM_JOB_ID"
+ray_dir="$temp_dir/r"
+mkdir -m 700 -- "$temp_dir" 2>/dev/null || true
+if [ -L "$temp_dir" ] || [ ! -d "$temp_dir" ] || [ ! -O "$temp_dir" ]; then
+  echo "$temp_dir exists and is not a folder of this account; remove it and launch again" >&2
+  exit 1
+fi
+chmod 700 -- "$temp_dir"
 trap 'rm -rf "$temp_dir"' EXIT
 # On scancel or the wall time, let Ray stop its own processes before this script ends: an
 # orphaned Ray would leave the job's process tree, where SLURM can no longer find it.
@@ -88,7 +101,7 @@ _NODE_ARGS = """\
     --node-manager-port="$nm" --object-manager-port="$om" \\
     --dashboard-agent-listen-port="$agent_http" --dashboard-agent-grpc-port="$agent_grpc" \\
     --runtime-env-agent-port="$runtime_env" --metrics-export-port="$metrics" \\
-    --num-cpus={cpus} --num-gpus={gpus} --temp-dir="$temp_dir" \\
+    --num-cpus={cpus} --num-gpus={gpus} --temp-dir="$ray_dir" \\
     --disable-usage-stats --log-style=record --log-color=false &
   ray_pid=$!
 """
@@ -96,7 +109,7 @@ _NODE_ARGS = """\
 _HEAD_BODY = """\
 # A busy machine can make Ray's start time out (it waits 30 s for its own node): five tries.
 for attempt in 1 2 3 4 5; do
-  rm -f "$temp_dir/ray_current_cluster"
+  rm -f "$ray_dir/ray_current_cluster"
   read -r ip port dashboard client nm om agent_http agent_grpc runtime_env metrics \\
     < <({python} -c "$pick" 9)
   # --block keeps Ray inside this job, so scancel and the wall time end it.
@@ -104,7 +117,7 @@ for attempt in 1 2 3 4 5; do
     --dashboard-host="$ip" --dashboard-port="$dashboard" --include-dashboard=true \\
     --ray-client-server-port="$client" \\
 {node_args}  # Ray writes ray_current_cluster once the head is up: then publish the address.
-  until [ -s "$temp_dir/ray_current_cluster" ] || ! kill -0 "$ray_pid" 2>/dev/null; do
+  until [ -s "$ray_dir/ray_current_cluster" ] || ! kill -0 "$ray_pid" 2>/dev/null; do
     sleep 1
   done
   if kill -0 "$ray_pid" 2>/dev/null; then
@@ -154,6 +167,10 @@ def _directives(spec: SlurmSpec) -> list[str]:
     return lines
 
 
+def _exporters() -> str:
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(closed_exporters().items()))
+
+
 def job_script(spec: SlurmSpec, role: str, python: str, ray: str) -> str:
     """The exact script ``sbatch`` gets for the head (``role="head"``) or a worker."""
     python, ray = shlex.quote(python), shlex.quote(ray)
@@ -170,7 +187,7 @@ def job_script(spec: SlurmSpec, role: str, python: str, ray: str) -> str:
     return "\n".join(
         [
             header,
-            _PROLOGUE.format(pick=_PICK),
+            _PROLOGUE.format(pick=_PICK, exporters=_exporters()),
             body.format(python=python, ray=ray, node_args=node_args),
         ]
     )

@@ -48,8 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._raytoken import secure_token_file
+from ..._tempdirs import make_private, ray_temp_dir
 from ...exceptions import OptionsError
 from .. import requests
+from ..exporters import closed_exporters
 from . import local
 from .base import Backend, Observed, Plan, Spec
 
@@ -63,17 +66,25 @@ _SSH_KEYS = (
     "hosts", "user", "key_file", "port", "ray_path", "head_on", "cpus_per_host", "gpus_per_host",
 )  # fmt: skip
 
-# Run by the remote shell as `sh -c START sh RAY_PATH TOKEN_FILE ray-start-args...`: the token
-# arrives on stdin, `~/` in the ray path is the remote user's home, and exit 127 means no ray.
+# Run by the remote shell as `sh -c START sh RAY_PATH TOKEN_FILE TEMP_DIR ray-start-args...`:
+# the token arrives on stdin, `~/` in the ray path is the remote user's home, and exit 127 means
+# no ray. Ray makes its own folders 0777, so they go inside TEMP_DIR, made 0700 here (Ray's
+# --temp-dir is TEMP_DIR/r); Ray's Prometheus exporters, which answer without a token, are off.
 _START = r"""
 umask 077
-ray=$1; token=$2; shift 2
+ray=$1; token=$2; outer=$3; shift 3
 case "$ray" in "~/"*) ray="$HOME/${ray#"~/"}";; esac
 case "$token" in "~/"*) token="$HOME/${token#"~/"}";; esac
 command -v "$ray" >/dev/null 2>&1 || { echo "EUGO_NO_RAY $ray"; exit 127; }
 mkdir -p "$(dirname "$token")" && cat > "$token" || exit 1
-RAY_AUTH_TOKEN_PATH=$token RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 exec "$ray" start "$@"
-"""
+mkdir -m 700 -- "$outer" 2>/dev/null
+if [ -L "$outer" ] || [ ! -d "$outer" ] || [ ! -O "$outer" ]; then
+  echo "$outer exists and is not a folder of this account: remove it and launch again"; exit 1
+fi
+chmod 700 -- "$outer" || exit 1
+RAY_AUTH_TOKEN_PATH=$token RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 EXPORTERS \
+  exec "$ray" start "$@"
+""".replace("EXPORTERS", " ".join(f"{k}={v}" for k, v in sorted(closed_exporters().items())))
 # `sh -c STOP sh TEMP_DIR_PART1 TEMP_DIR_PART2 TOKEN_FILE`: the temp folder is passed in two
 # halves so that this shell's own command line never matches the pattern it kills by.
 _STOP = r"""
@@ -204,7 +215,7 @@ def _worker_args(spec: SshSpec, head: str, ip: str, temp_dir: str) -> list[str]:
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.cpus_per_host}",
         f"--num-gpus={spec.gpus_per_host}",
-        f"--temp-dir={temp_dir}",
+        f"--temp-dir={ray_temp_dir(temp_dir)}",
         "--disable-usage-stats",
         "--log-style=record",
         "--log-color=false",
@@ -219,7 +230,7 @@ def _head_args_remote(spec: SshSpec, ip: str, port: int, temp_dir: str) -> list[
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.head.num_cpus}",
         f"--num-gpus={spec.head.num_gpus}",
-        f"--temp-dir={temp_dir}",
+        f"--temp-dir={ray_temp_dir(temp_dir)}",
         # The dashboard answers on the head's address (behind Ray's token), so the Manager can
         # read task counts from this machine.
         f"--dashboard-host={ip}",
@@ -313,7 +324,8 @@ def _start_on(
     spec: SshSpec, cluster_id: str, host: str, index: int, args: list[str], timeout: float
 ) -> _HostResult:
     temp_dir = _temp_dir(cluster_id, index)
-    command = ssh_command(spec, host, _START, [spec.ray_path, _token_file(cluster_id), *args])
+    script_args = [spec.ray_path, _token_file(cluster_id), temp_dir, *args]
+    command = ssh_command(spec, host, _START, script_args)
     for attempt in (1, 2):
         code, output = _run(command, _token(), timeout)
         if code == 0:
@@ -407,7 +419,8 @@ class SshBackend(Backend):
             gpus_per_host=requests.count(
                 given.get("gpus_per_host", 0), "gpus_per_host", where, 0, local.MAX_GPUS
             ),
-            head=local.parse_node(body.get("head", {}), "head"),
+            # The head may be another machine: bound its sizes loosely (1 PiB), not by ours.
+            head=local.parse_node(body.get("head", {}), "head", most=2**50),
         )
         if fields.cpus_per_host == 0 and fields.gpus_per_host == 0:
             raise OptionsError(
@@ -435,7 +448,10 @@ class SshBackend(Backend):
             args = _head_args_remote(fields, head_ip, port, _temp_dir(cluster_id, 0))
             commands.append(
                 ssh_command(
-                    fields, fields.hosts[0], "<start script>", [fields.ray_path, "TOKEN", *args]
+                    fields,
+                    fields.hosts[0],
+                    "<start script>",
+                    [fields.ray_path, "TOKEN", _temp_dir(cluster_id, 0), *args],
                 )
             )
             where, workers = fields.hosts[0], workers[1:]
@@ -444,7 +460,7 @@ class SshBackend(Backend):
                 continue
             folder = _temp_dir(cluster_id, index)
             args = _worker_args(fields, f"{head_ip}:{port}", _ip_of(host), folder)
-            script_args = [fields.ray_path, "TOKEN", *args]
+            script_args = [fields.ray_path, "TOKEN", folder, *args]
             commands.append(ssh_command(fields, host, "<start script>", script_args))
         summary = (
             f"A head with {local._describe(fields.head)} on {where}, then a worker with "
@@ -459,10 +475,10 @@ class SshBackend(Backend):
         results: list[_HostResult] = []
         updates: dict[str, Any] = {"pgids": [], "temp_dir": None}
         hosts = list(enumerate(fields.hosts))
+        secure_token_file(create=True)  # read below to send to the hosts; 0600 before any use
         if fields.head_on == "local":
             head_ip = local.node_ip()
-            temp_dir = f"{tempfile.gettempdir()}/eugo-{cluster_id}"
-            Path(temp_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp_dir = make_private(f"{tempfile.gettempdir()}/eugo-{cluster_id}")
             args, port, dashboard_port = local.head_arguments(fields.head, head_ip, temp_dir)
             for attempt in (1, 2):  # a busy machine can time a head's start out: once more
                 try:

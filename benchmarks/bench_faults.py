@@ -1,0 +1,318 @@
+"""The README's "Reliability" figures: faults and hostile input against real processes.
+
+One run, on this machine, prints one line per figure:
+
+* results lost when Ray worker processes are SIGKILLed in the middle of 600 calls;
+* bad REST inputs answered 400 with a sentence, and whether the server still answers after;
+* requests that reached a foreign host after a connected cluster published it as its dashboard;
+* Prometheus-style ports outside loopback that answer without the token, on a launched cluster;
+* Ray processes left, and the seconds until none, after a Jupyter server is SIGKILLed;
+* seconds until a kernel waiting in ``eugo.hpc.get`` gets ClusterError after its cluster is
+  killed, and whether that kernel then runs a call on the embedded fallback.
+
+    python benchmarks/bench_faults.py
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from eugo_jupyter._tempdirs import expected_dir
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import local as launcher
+
+LIMIT = 300.0
+
+KERNEL = r"""
+import sys, time
+import eugo_jupyter as eugo
+from eugo_jupyter.exceptions import ClusterError
+eugo.hpc.init(address=sys.argv[1])
+
+@eugo.hpc.distribute
+def forever(path):
+    open(path, "w").close()
+    time.sleep(10_000)
+
+@eugo.hpc.distribute
+def double(x):
+    return 2 * x
+
+future = forever(sys.argv[2])
+try:
+    eugo.hpc.get(future)
+except ClusterError as exc:
+    print("ERROR", time.time(), flush=True)
+print("FALLBACK", eugo.hpc.get(double(21)), flush=True)
+"""
+
+HOSTILE: list[Any] = [
+    "[" * 100_000,
+    "[" * 20_000 + "]" * 20_000,
+    " " * 70_000,
+    b"\xff\xfe{}",
+    "{kind: local",
+    {"kind": "local", "name": "abc\n"},
+    {"kind": "local", "head": {"memory": 1e30}},
+    {"kind": "local", "head": {"object_store_memory": 1}},
+    {"kind": "local", "head": {"num_cpus": float("nan")}},
+    {"kind": "connect", "address": "10.0.0.5:6379\n"},
+    {"kind": "connect", "address": "127.0.0.1:1"},
+    {"kind": "connect", "address": "ray://127.0.0.1:{junk}"},
+]
+
+
+class Server:
+    def __init__(self, runtime: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.token = secrets.token_hex(16)
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+                f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+                "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
+            ],
+            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + LIMIT
+        while True:
+            try:
+                self.call("GET", "/eugo/clusters")
+                return
+            except OSError:
+                assert self.process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Any:
+        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            method=method,
+            data=data,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.loads(response.read() or b"null")
+
+
+def lost_results(cluster: launcher.Launched) -> tuple[int, int]:
+    """Submit 600 short calls, SIGKILL two Ray worker processes meanwhile; (lost, killed)."""
+    import eugo_jupyter as eugo
+
+    eugo.hpc.init(address=cluster.gcs_address)
+
+    @eugo.hpc.distribute
+    def square(x: int) -> int:
+        time.sleep(0.02)
+        return x * x
+
+    futures = [square(i) for i in range(600)]
+    killed = 0
+    deadline = time.monotonic() + LIMIT
+    while killed < 2 and time.monotonic() < deadline:
+        workers = [
+            pid
+            for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir)
+            if "ray::square" in launcher._cmdline(pid) or "ray::IDLE" in launcher._cmdline(pid)
+        ]
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            killed += 1
+        time.sleep(0.3)
+    values = eugo.hpc.get(futures)
+    eugo.hpc.shutdown()
+    return sum(v != i * i for i, v in enumerate(values)), killed
+
+
+def hostile(server: Server, junk_port: int) -> tuple[int, int, bool]:
+    """(answered 400, total, server answers afterwards)."""
+    clear = 0
+    for body in HOSTILE:
+        if isinstance(body, dict) and "{junk}" in str(body.get("address")):
+            body = {**body, "address": body["address"].format(junk=junk_port)}
+        raw = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) else None
+        try:
+            server.call("POST", "/eugo/clusters", body=None if raw else body, raw=raw)
+        except urllib.error.HTTPError as exc:
+            message = json.loads(exc.read() or b"{}").get("message", "")
+            clear += exc.code == 400 and len(message) > 20
+    return clear, len(HOSTILE), server.call("GET", "/eugo/clusters") is not None
+
+
+def token_astray(server: Server, cluster: launcher.Launched) -> int:
+    """Requests a foreign listener got after the cluster published it as its dashboard."""
+    seen: list[str] = []
+
+    class Trap(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    trap = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Trap)
+    threading.Thread(target=trap.serve_forever, daemon=True).start()
+    from ray._raylet import GcsClient
+
+    monitor.auth_headers()
+    gcs = GcsClient(address=cluster.gcs_address)
+    published = gcs.internal_kv_get(b"dashboard", b"dashboard")
+    foreign = f"127.0.0.2:{trap.server_address[1]}".encode()
+    gcs.internal_kv_put(b"dashboard", foreign, True, b"dashboard")
+    try:
+        body = {"kind": "connect", "address": cluster.gcs_address}
+        model = server.call("POST", "/eugo/clusters", body)
+        proxy = f"http://127.0.0.1:{server.port}/eugo/clusters/{model['id']}/dashboard/api/version"
+        for _ in range(3):
+            server.call("GET", f"/eugo/clusters/{model['id']}")
+            try:
+                urllib.request.urlopen(
+                    urllib.request.Request(
+                        proxy,
+                        headers={"Authorization": f"token {server.token}"},
+                    ),
+                    timeout=60,
+                ).read()
+            except urllib.error.HTTPError:
+                pass
+            time.sleep(1)
+        server.call("DELETE", f"/eugo/clusters/{model['id']}")
+    finally:
+        gcs.internal_kv_put(b"dashboard", published or b"", True, b"dashboard")
+        trap.shutdown()
+    return len(seen)
+
+
+def open_ports(cluster: launcher.Launched) -> tuple[int, int]:
+    """(ports outside loopback answering HTTP without a token, ports outside loopback)."""
+    pids = {pid for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir)}
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    ports = set()
+    for line in out.splitlines():
+        if any(f"pid={pid}," in line for pid in pids):
+            host, _, port = line.split()[3].rpartition(":")
+            if not host.strip("[]").startswith(("127.", "::ffff:127.")):
+                ports.add(int(port))
+    answering = 0
+    for port in ports:
+        for path in ("/metrics", "/"):
+            try:
+                with urllib.request.urlopen(f"http://{launcher.node_ip()}:{port}{path}", timeout=5):
+                    answering += 1
+                    break
+            except (OSError, ValueError, http.client.HTTPException):
+                continue
+    return answering, len(ports)
+
+
+def crash(server: Server, runtime: Path) -> tuple[int, float]:
+    """(Ray processes of its "server" cluster before the SIGKILL, seconds until none)."""
+    body = {"kind": "local", "name": "crash", "workers": [{}]}
+    for _ in range(3):  # a launch can fail on a loaded machine (Ray's 30 s start window)
+        model = server.call("POST", "/eugo/clusters", body)
+        deadline = time.monotonic() + LIMIT
+        while model["status"] == "starting" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            model = server.call("GET", f"/eugo/clusters/{model['id']}")
+        if model["status"] == "running":
+            break
+        server.call("DELETE", f"/eugo/clusters/{model['id']}")
+    assert model["status"] == "running", model["error"]
+    record = json.loads((runtime / "eugo" / "clusters" / f"{model['id']}.json").read_text())
+    before = len(launcher.cluster_processes(record["pgids"], record["temp_dir"]))
+    server.process.send_signal(signal.SIGKILL)
+    began = time.monotonic()
+    server.process.wait()
+    while launcher.cluster_processes(record["pgids"], record["temp_dir"]):
+        if time.monotonic() - began > LIMIT:
+            return before, float("inf")
+        time.sleep(0.1)
+    return before, time.monotonic() - began
+
+
+def kernel_gone(cluster: launcher.Launched) -> tuple[float, bool]:
+    """(seconds from the cluster's death to ClusterError in the kernel, fallback ran)."""
+    marker = Path(tempfile.mkdtemp()) / "running"
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", KERNEL, cluster.gcs_address, str(marker)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + LIMIT
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
+        os.kill(pid, signal.SIGKILL)
+    killed = time.time()
+    out, _ = kernel.communicate(timeout=LIMIT)
+    error = [line for line in out.splitlines() if line.startswith("ERROR")]
+    seconds = float(error[0].split()[1]) - killed if error else float("inf")
+    return seconds, "FALLBACK 42" in out
+
+
+def main() -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    runtime = Path(tempfile.mkdtemp(prefix="eugo-bench-runtime-"))
+    cluster = launcher.launch(
+        launcher.NodeSpec(num_cpus=2), [launcher.NodeSpec(num_cpus=1)],
+        expected_dir(f"c-b{secrets.token_hex(4)}"),
+    )  # fmt: skip
+    server = Server(runtime)
+    try:
+        lost, killed = lost_results(cluster)
+        print(f"results lost with {killed} worker processes SIGKILLed during 600 calls: {lost}")
+        with socket.socket() as junk:
+            junk.bind(("127.0.0.1", 0))
+            junk.listen()
+            clear, total, alive = hostile(server, junk.getsockname()[1])
+        print(
+            f"bad REST inputs answered 400 with a sentence: {clear} of {total}; "
+            f"server answers after: {alive}"
+        )
+        print(
+            f"requests reaching a host the cluster published as its dashboard: "
+            f"{token_astray(server, cluster)}"
+        )
+        answering, outside = open_ports(cluster)
+        print(f"ports outside loopback answering without the token: {answering} of {outside}")
+        before, seconds = crash(server, runtime)
+        print(
+            f"Ray processes of a 2-node 'server' cluster: {before}; "
+            f"seconds after the server's SIGKILL until none is left: {seconds:.1f}"
+        )
+        seconds, fell_back = kernel_gone(cluster)
+        print(
+            f"seconds from the cluster's SIGKILL to ClusterError in the kernel: {seconds:.1f}; "
+            f"the kernel then ran a call on the embedded Ray: {fell_back}"
+        )
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+        launcher.stop(cluster.pgids, cluster.temp_dir)
+        for path in (runtime / "eugo" / "clusters").glob("*.json"):
+            record = json.loads(path.read_text())
+            if record.get("temp_dir"):
+                launcher.stop(record.get("pgids", []), record["temp_dir"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""A kernel whose cluster dies while it waits in ``eugo.hpc.get`` (or ``wait``, ``map``, a
+``%%distribute`` cell) gets a ClusterError within seconds, and the kernel process lives on and
+falls back (issue 16).
+
+The "kernel" is a real Python process (Ray ends the whole process of a driver that lost its
+cluster, so it cannot be this test's own process), the cluster real ``ray start`` processes.
+The kernel's Ray is told to give up on a lost cluster after 10 s, Ray's own default being 60 s:
+a kernel still running well past that has been let go of the dead cluster cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eugo_jupyter import records
+from eugo_jupyter._tempdirs import expected_dir
+from eugo_jupyter.server.backends import local as launcher
+
+DEADLINE = 300.0
+
+KERNEL = r"""
+import sys, time
+import eugo_jupyter as eugo
+from eugo_jupyter.exceptions import ClusterError
+
+address = sys.argv[1] or None
+connection = eugo.hpc.init(address=address)
+print("CONNECTED", connection.source, flush=True)
+
+@eugo.hpc.distribute
+def forever(path):
+    open(path, "w").close()          # tells the test that the task runs
+    time.sleep(10_000)
+
+@eugo.hpc.distribute
+def double(x):
+    return 2 * x
+
+def slow(path):
+    open(path, "w").close()
+    time.sleep(10_000)
+
+try:
+    if sys.argv[3] == "get":
+        eugo.hpc.get(forever(sys.argv[2]))
+    elif sys.argv[3] == "wait":
+        eugo.hpc.wait([forever(sys.argv[2])], num_returns=1)
+    elif sys.argv[3] == "map":
+        eugo.hpc.map(slow, [sys.argv[2]], progress=False)
+    else:  # a %%distribute cell in a real IPython shell, as in a notebook
+        from IPython.testing.globalipapp import get_ipython
+
+        shell = get_ipython()
+        shell.run_line_magic("load_ext", "eugo_jupyter")
+        shell.user_ns["path"] = sys.argv[2]
+        cell = "%%distribute\nimport time\nopen(path, 'w').close()\ntime.sleep(10_000)\n"
+        ran = shell.run_cell(cell)
+        if ran.error_in_exec is not None:
+            raise ran.error_in_exec
+except ClusterError as exc:
+    print("ERROR", str(exc).replace("\n", " "), flush=True)
+for attempt in range(3):  # on a loaded machine Ray's 30 s start window can pass: try again
+    try:
+        print("FALLBACK", eugo.hpc.get(double(21)), eugo.hpc.cluster().embedded, flush=True)
+        break
+    except Exception as exc:
+        print("RETRY", type(exc).__name__, str(exc)[:200].replace("\n", " "), flush=True)
+        eugo.hpc.shutdown()
+sys.stdin.readline()
+print("ALIVE", flush=True)
+"""
+
+
+@pytest.fixture
+def cluster() -> Iterator[launcher.Launched]:
+    started = launcher.launch(
+        launcher.NodeSpec(num_cpus=1), [], expected_dir(f"c-g{secrets.token_hex(4)}")
+    )
+    yield started
+    launcher.stop(started.pgids, started.temp_dir)
+
+
+def _kernel(
+    address: str, marker: Path, runtime: Path, waits_in: str = "get"
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    with open(runtime / "kernel.err", "w") as errors:  # shown if the kernel dies
+        return subprocess.Popen(
+            [sys.executable, "-c", KERNEL, address, str(marker), waits_in],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+            text=True, env=env, start_new_session=True,
+        )  # fmt: skip
+
+
+def _line(kernel: subprocess.Popen[str], prefix: str) -> str:
+    """The kernel's next line starting with ``prefix`` (the kernel must not have died)."""
+    assert kernel.stdout is not None
+    for line in kernel.stdout:
+        if line.startswith(prefix):
+            return line.strip()
+    errors = Path(kernel.args[-2]).parent / "kernel.err"
+    tail = errors.read_text(errors="replace")[-3000:] if errors.exists() else ""
+    raise AssertionError(f"the kernel exited ({kernel.wait()}) before {prefix!r}:\n{tail}")
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not path.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def _finish(kernel: subprocess.Popen[str]) -> None:
+    assert kernel.stdin is not None
+    kernel.stdin.write("bye\n")
+    kernel.stdin.flush()
+    assert _line(kernel, "ALIVE") == "ALIVE"
+    assert kernel.wait(timeout=DEADLINE) == 0
+
+
+def _kill(kernel: subprocess.Popen[str]) -> None:
+    if kernel.poll() is None:
+        os.killpg(kernel.pid, signal.SIGKILL)
+        kernel.wait()
+
+
+@pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
+def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
+    cluster: launcher.Launched, tmp_path: Path, waits_in: str
+) -> None:
+    """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
+    marker = tmp_path / "running"
+    kernel = _kernel(cluster.gcs_address, marker, tmp_path, waits_in)
+    try:
+        assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
+        _wait_for(marker)
+        for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
+            with contextlib.suppress(ProcessLookupError):  # a worker may end meanwhile
+                os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
+        error = _line(kernel, "ERROR")
+        assert f"The cluster at {cluster.gcs_address} is gone" in error
+        assert "its head stopped accepting connections" in error
+        assert "This kernel is still running" in error
+        assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
+        _finish(kernel)
+    finally:
+        _kill(kernel)
+
+
+def test_cluster_shut_down_in_the_manager_says_so(
+    cluster: launcher.Launched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel follows the active cluster; the manager shuts it down (record removed, then
+    its processes stopped, as ``DELETE /eugo/clusters/{id}`` does)."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    cluster_id = Path(cluster.temp_dir).name.removeprefix("eugo-")
+    record = {"id": cluster_id, "name": "team", "kind": "local", "address": cluster.gcs_address}
+    records.write_record(record)
+    records.set_active(record)
+    marker = tmp_path / "running"
+    kernel = _kernel("", marker, tmp_path, waits_in="wait")  # eugo.hpc.wait this time
+    try:
+        assert _line(kernel, "CONNECTED") == "CONNECTED active cluster 'team'"
+        _wait_for(marker)
+        records.delete_record(cluster_id)
+        assert launcher.stop(cluster.pgids, cluster.temp_dir) == []
+        error = _line(kernel, "ERROR")
+        assert f"The cluster at {cluster.gcs_address} is gone: it was shut down" in error
+        assert "the EugoHPC Manager no longer lists it" in error
+        assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
+        _finish(kernel)
+    finally:
+        _kill(kernel)

@@ -1,0 +1,185 @@
+"""A Jupyter server that dies by SIGKILL: its lifetime-"server" clusters stop anyway, its
+persistent ones are adopted by the next server, and dead clusters' folders are removed (issue 16).
+
+Real processes throughout: a `jupyter server` subprocess, clusters launched over its REST API,
+SIGKILL, then the process table. Every wait is a bounded poll on a condition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eugo_jupyter import _raytoken
+from eugo_jupyter.server.backends import local as launcher
+
+DEADLINE = 300.0
+
+
+class Server:
+    """One `jupyter server` process with the extension on, and a JSON client for it."""
+
+    def __init__(self, runtime_dir: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.token = secrets.token_hex(16)
+        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime_dir)}
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+                f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+                "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
+            ],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                self.call("GET", "/eugo/clusters")
+                return
+            except OSError:
+                assert self.process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+
+    def call(self, method: str, path: str, body: object = None) -> Any:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.loads(response.read() or b"null")
+
+    def launch_and_wait(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = self.call("POST", "/eugo/clusters", body)
+        deadline = time.monotonic() + DEADLINE
+        while model["status"] == "starting":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+            model = self.call("GET", f"/eugo/clusters/{model['id']}")
+        assert model["status"] == "running", model["error"]
+        return model
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    # Whatever a failed test left: stop it by its record.
+    for path in (tmp_path / "eugo" / "clusters").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record.get("temp_dir"):
+            launcher.stop(record.get("pgids", []), record["temp_dir"])
+
+
+def _ours(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The clusters the servers launched: not the other heads found on this shared machine."""
+    return [m for m in models if m["kind"] != "found"]
+
+
+def _record(runtime: Path, cluster_id: str) -> dict[str, Any]:
+    return json.loads((runtime / "eugo" / "clusters" / f"{cluster_id}.json").read_text())
+
+
+def _ray_processes(record: dict[str, Any]) -> set[tuple[int, int]]:
+    return launcher.cluster_processes(record["pgids"], record["temp_dir"])
+
+
+def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persistent_ones(
+    runtime: Path,
+) -> None:
+    first = Server(runtime)
+    second = None
+    try:
+        short = first.launch_and_wait({"kind": "local", "name": "short", "lifetime": "server"})
+        kept = first.launch_and_wait({"kind": "local", "name": "kept", "lifetime": "persistent"})
+        short_record, kept_record = _record(runtime, short["id"]), _record(runtime, kept["id"])
+        assert _ray_processes(short_record) and _ray_processes(kept_record)
+
+        # Before any launch the token file was made owner-only (ray start writes it 0644).
+        token = _raytoken.token_path()
+        assert token.exists() and token.stat().st_mode & 0o077 == 0
+
+        first.process.send_signal(signal.SIGKILL)  # no exit hook of the server runs
+        first.process.wait()
+
+        deadline = time.monotonic() + DEADLINE
+        while _ray_processes(short_record):
+            assert time.monotonic() < deadline, "the server's cluster outlived it"
+            time.sleep(0.5)
+        while (runtime / "eugo" / "clusters" / f"{short['id']}.json").exists() or Path(
+            short_record["temp_dir"]
+        ).exists():
+            assert time.monotonic() < deadline, "record or temp folder left behind"
+            time.sleep(0.5)
+        assert _ray_processes(kept_record), "the persistent cluster must survive the crash"
+
+        second = Server(runtime)
+        listed = {c["id"]: c for c in _ours(second.call("GET", "/eugo/clusters"))}
+        assert list(listed) == [kept["id"]]
+        assert listed[kept["id"]]["status"] == "running"
+        second.call("DELETE", f"/eugo/clusters/{kept['id']}")
+        assert _ray_processes(kept_record) == set()
+        assert not Path(kept_record["temp_dir"]).exists()
+    finally:
+        first.end()
+        if second is not None:
+            second.end()
+
+
+def test_a_forgotten_dead_clusters_folder_is_removed(runtime: Path) -> None:
+    """A persistent cluster killed while no server ran: the next server forgets it and removes
+    the temp folder we made for it (Ray's logs and sockets), not just its record."""
+    temp_dir = f"/tmp/eugo-c-{secrets.token_hex(4)}"
+    cluster_id = temp_dir.rsplit("eugo-", 1)[1]
+    started = launcher.launch(launcher.NodeSpec(num_cpus=1), [], temp_dir)
+    records_dir = runtime / "eugo" / "clusters"
+    records_dir.mkdir(parents=True)
+    (records_dir / f"{cluster_id}.json").write_text(
+        json.dumps(
+            {
+                "id": cluster_id, "name": "gone", "kind": "local", "lifetime": "persistent",
+                "address": started.gcs_address, "dashboard_url": started.dashboard_url,
+                "created": "2026-01-01T00:00:00+00:00", "server_pid": 1,
+                "pgids": started.pgids, "pids": started.pgids, "temp_dir": temp_dir,
+            }
+        )
+    )  # fmt: skip
+    # Killed hard, as by the OOM killer: no chance to clean its folder.
+    for pid, _ in launcher.cluster_processes(started.pgids, temp_dir):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + DEADLINE
+    while launcher.cluster_processes(started.pgids, temp_dir):
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert Path(temp_dir).exists()
+
+    server = Server(runtime)
+    try:
+        assert _ours(server.call("GET", "/eugo/clusters")) == []
+        assert not (records_dir / f"{cluster_id}.json").exists()
+        assert not Path(temp_dir).exists()
+    finally:
+        server.end()
