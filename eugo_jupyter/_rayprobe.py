@@ -92,7 +92,10 @@ def speaks_ray_client(address: str, timeout: float = 5.0) -> bool:
     import grpc
     from ray.core.generated import ray_client_pb2
 
-    request = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+    # Generated protobuf classes: their type stubs do not list them.
+    info = ray_client_pb2.ClusterInfoRequest  # type: ignore[attr-defined]
+    ping = ray_client_pb2.ClusterInfoType.PING  # type: ignore[attr-defined]
+    request = info(type=ping)
     target = address.removeprefix("ray://")
     code = _call(target, _CLIENT_METHOD, request.SerializeToString(), timeout)
     return code in (grpc.StatusCode.OK, grpc.StatusCode.UNAUTHENTICATED)
