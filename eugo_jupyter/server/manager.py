@@ -39,6 +39,7 @@ import copy
 import os
 import secrets
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -195,8 +196,17 @@ class ClusterManager:
         if not self._atexit:
             atexit.register(self.close_sync)
             self._atexit = True
-            # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes.
-            self._watchdog = watchdog.start(os.getpid())
+            # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes. A
+            # watchdog that cannot start must not cost the launch: the clean-exit path remains.
+            try:
+                self._watchdog = watchdog.start(os.getpid())
+            except OSError as exc:
+                warnings.warn(
+                    f"The EugoHPC Manager's watchdog did not start ({exc}): clusters of lifetime "
+                    "'server' stop with a clean server exit, but not if the server is killed.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     # -- models
 
