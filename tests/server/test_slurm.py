@@ -377,3 +377,51 @@ async def test_every_bad_field_is_a_400_that_names_it(
         code, message = await _error(jp_fetch, *path, method="POST", body=json.dumps(body))
         assert code == 400
         assert says in message
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"SLURM never got there: {what}"
+        time.sleep(0.5)
+
+
+def test_a_head_job_ended_outside_the_manager_ends_the_cluster_and_cancels_its_workers(
+    slurm: Slurm, tmp_path: Path
+) -> None:
+    """The head job ending while a worker job runs (an admin's scancel, a node failure): the
+    card says the cluster ended and why, and the worker job, which serves nothing without its
+    head, is cancelled. (This once raised instead: a local name shadowed the scancel call.)
+
+    Plain ``sleep`` jobs stand for the two Ray jobs: what is under test is what the backend makes
+    of SLURM's states, not Ray."""
+    from eugo_jupyter.server.backends.slurm import SlurmBackend
+
+    def submit(role: str) -> str:
+        out = subprocess.run(
+            ["sbatch", "--parsable", f"--job-name={role}", f"--output={tmp_path}/%x-%j.log",
+             "--wrap", "sleep 600"],
+            env=slurm.env, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return out.strip().split(";")[0]
+
+    head, worker = submit("head"), submit("worker")
+    _until(lambda: f"{head} head RUNNING" in _squeue(slurm), "head job running")
+    _until(lambda: f"{worker} worker RUNNING" in _squeue(slurm), "worker job running")
+    subprocess.run(["scancel", head], env=slurm.env, check=True)
+    _until(lambda: head not in _squeue(slurm).split(), "head job ended")
+
+    record = {
+        "spec": {},
+        "slurm": {
+            "dir": str(tmp_path),
+            "walltime": "00:10:00",
+            "jobs": [{"id": head, "role": "head"}, {"id": worker, "role": "worker"}],
+        },
+    }
+    observed = SlurmBackend().state(record)
+    assert observed.ended in (
+        f"Job {head} (the Ray head) was cancelled outside the manager; the cluster ended.",
+        f"SLURM no longer knows job {head} (the Ray head): the cluster has ended.",
+    )
+    _until(lambda: worker not in _squeue(slurm).split(), "worker job cancelled")
