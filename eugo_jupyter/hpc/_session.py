@@ -163,6 +163,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         context = ray.init(address="local", **ray_kwargs)
     else:
         _keep_process_alive()  # before Ray reads its config (use_token_auth does)
+        _notice_lost_machines()
         use_token_auth()
         if not target.startswith("ray://") and target not in ("auto", "local"):
             from .._rayprobe import auth_mismatch
@@ -194,6 +195,19 @@ def _keep_process_alive() -> None:
     in _watch notice the loss within seconds instead. An explicit setting is left alone.
     """
     os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(7 * 24 * 3600))
+
+
+def _notice_lost_machines() -> None:
+    """Before connecting to a cluster: notice a machine that vanished within about a minute.
+
+    A machine that loses power or network sends no reset, so a call running there waits on
+    gRPC's keepalive before Ray retries it elsewhere: 5 min of quiet, then 2 min for an answer,
+    by Ray's defaults. Ping every 60 s (the most often Ray's servers accept: they refuse pings
+    more frequent than ``min(60 s, their own setting)``) and give up after 30 s without an
+    answer. An explicit setting is left alone.
+    """
+    os.environ.setdefault("RAY_grpc_client_keepalive_time_ms", "60000")
+    os.environ.setdefault("RAY_grpc_client_keepalive_timeout_ms", "30000")
 
 
 _own_temp: str | None = None
