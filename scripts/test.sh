@@ -30,4 +30,4 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,lint]"
 export RAY_USAGE_STATS_ENABLED=0
-exec .venv/bin/python -m pytest --nbval-lax tests examples "$@"
+exec .venv/bin/python -m pytest --nbval-lax --durations=25 tests examples "$@"
