@@ -112,6 +112,10 @@ for attempt in 1 2 3 4 5; do
   rm -f "$ray_dir/ray_current_cluster"
   read -r ip port dashboard client nm om agent_http agent_grpc runtime_env metrics \\
     < <({python} -c "$pick" 9)
+  # Workers may start as soon as the GCS listens (the rest of the head starts meanwhile, as
+  # Ray's guide overlaps them with a fixed `sleep 10`): publish its address now.
+  printf '%s:%s\\n' "$ip" "$port" > gcs.tmp
+  mv gcs.tmp gcs
   # --block keeps Ray inside this job, so scancel and the wall time end it.
   {ray} start --head --block --node-ip-address="$ip" --port="$port" \\
     --dashboard-host="$ip" --dashboard-port="$dashboard" --include-dashboard=true \\
@@ -132,11 +136,15 @@ exit 1
 """
 
 _WORKER_BODY = """\
-# Wait for the head job to publish its address in this cluster's folder.
-until [ -s head ]; do sleep 1; done
-read -r address dashboard_url < head
 # A busy head can miss a node's registration (Ray waits 30 s for it): up to five tries.
 for attempt in 1 2 3 4 5; do
+  # The head job publishes its GCS address in this cluster's folder before the rest of the head
+  # is up; start once that GCS accepts connections. Read again each time: a head that had to
+  # try again has new ports.
+  until read -r address 2>/dev/null < gcs \\
+      && (exec 3<>"/dev/tcp/${{address%:*}}/${{address##*:}}") 2>/dev/null; do
+    sleep 0.5
+  done
   read -r ip nm om agent_http agent_grpc runtime_env metrics < <({python} -c "$pick" 6)
   {ray} start --block --address="$address" --node-ip-address="$ip" \\
 {node_args}  status=0
