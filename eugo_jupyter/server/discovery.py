@@ -1,11 +1,11 @@
 """Found clusters: Ray heads running on this machine that the Manager did not start.
 
 :func:`scan` and :func:`stop` block (the manager runs them in a thread); :class:`FoundClusters`
-is the manager's async view of them. A head is found by its GCS process, not
-by ``/tmp/ray/ray_current_cluster``: Ray writes that file into whatever ``--temp-dir`` it was
-given, so a head started with another temp dir (another Jupyter server, a terminal) is only seen
-from its process. The GCS command line names its session folder, node address and port (when
-the port was chosen by Ray, the session folder holds it). Only processes of this user count.
+is the manager's async view of them. A head is found by its GCS process, not by
+``/tmp/ray/ray_current_cluster``: Ray writes that file into whatever ``--temp-dir`` it was given,
+so a head started with another temp dir (another Jupyter server, a terminal) is only seen from
+its process. The GCS command line names its session folder, node address and port (when the port
+was chosen by Ray, the session folder holds it). Only processes of this user count.
 
 The Manager lists the heads that are not its own clusters, as kind "found", and never stops one
 unless the user confirms; :func:`stop` then ends exactly the processes of that head's session
@@ -137,7 +137,7 @@ def stop(found: Found, grace: float = 5.0) -> list[int]:
     return stop_processes([found.pgid], found.session_dir, grace=grace)
 
 
-def found_model(found: Found, dashboard: str | None) -> ClusterModel:
+def _found_model(found: Found, dashboard: str | None) -> ClusterModel:
     """The model of a head the manager did not start: Connect to use it; never ours to stop."""
     model = make_cluster_model(
         {
@@ -213,12 +213,12 @@ class FoundClusters:
 
     def models(self) -> list[ClusterModel]:
         """The models of the last scan's heads, oldest first."""
-        return [found_model(found, dashboard) for found, dashboard in self._found.values()]
+        return [_found_model(found, dashboard) for found, dashboard in self._found.values()]
 
     async def get(self, cluster_id: str) -> ClusterModel | None:
         """One found cluster's model after a scan, or None if no such head is found."""
         await self.scan()
-        return found_model(*self._found[cluster_id]) if cluster_id in self._found else None
+        return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
 
     def dashboard(self, cluster_id: str) -> str | None:
         """The dashboard of a head of the last scan (None when unknown or without one)."""
