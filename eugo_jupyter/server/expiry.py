@@ -3,8 +3,9 @@
 Both are optional and set at launch (``"idle_timeout"`` and ``"max_lifetime"``, in seconds, in
 the body of ``POST /eugo/clusters``). A cluster is *idle* when it has no running or pending task
 and no connected driver (a kernel that called ``eugo.hpc.init``, a job). The manager observes it
-every few seconds with :func:`busy`, feeds :meth:`Expiry.observe`, and stops the cluster when a
-reason comes back; the model's ``expiry`` says what will happen and, afterwards, what happened.
+every few seconds (:func:`watch`, a task of its own) with :func:`busy`, feeds
+:meth:`Expiry.observe`, and stops the cluster when a reason comes back; the model's ``expiry``
+says what will happen and, afterwards, what happened.
 
 Off by default for local clusters: a local cluster costs nothing while idle, and stopping it
 would silently drop what a kernel keeps on it between cells (actors, objects put with ``put``).
@@ -18,13 +19,25 @@ would silently drop what a kernel keeps on it between cells (actors, objects put
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from ..exceptions import OptionsError
 
-__all__ = ["MAX_SECONDS", "Expiry", "ExpiryModel", "busy", "check_interval", "parse_limits"]
+__all__ = [
+    "MAX_SECONDS",
+    "Expiry",
+    "ExpiryModel",
+    "Watched",
+    "busy",
+    "check_interval",
+    "parse_limits",
+    "watch",
+]
 
 MAX_SECONDS = 30 * 24 * 3600
 
@@ -88,6 +101,21 @@ class Expiry:
     idle_since: float | None = None
     fired: str | None = None
     fired_at: float | None = None
+
+    @classmethod
+    def from_limits(cls, limits: dict[str, Any] | None) -> Expiry | None:
+        """The limits of a launch (or of a record, with its ``started``); None if neither is set.
+
+        >>> Expiry.from_limits({"idle_timeout": 60.0}).idle_timeout, Expiry.from_limits({})
+        (60.0, None)
+        """
+        if not limits or not (limits.get("idle_timeout") or limits.get("max_lifetime")):
+            return None
+        return cls(
+            idle_timeout=limits.get("idle_timeout"),
+            max_lifetime=limits.get("max_lifetime"),
+            started=limits.get("started"),
+        )
 
     def observe(self, busy: bool, now: float) -> str | None:
         """Record one look at the cluster; returns "idle" or "max_lifetime" when one fires."""
@@ -165,3 +193,49 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
     if tasks is None:
         return True
     return tasks["running"] + tasks["pending"] > 0
+
+
+class Watched(Protocol):
+    """What :func:`watch` reads of a cluster (the manager's own cluster state)."""
+
+    status: str
+    record: dict[str, Any]
+
+
+async def watch(
+    cluster: Watched,
+    limit: Expiry,
+    *,
+    known: Callable[[], bool],
+    save: Callable[[], None],
+    expire: Callable[[str | None], Awaitable[None]],
+    read_timeout: float,
+) -> None:
+    """Look at the cluster every few seconds, whether or not anyone polls the panel.
+
+    Runs while ``known()`` (the manager still has the cluster) and no limit fired. The lifetime
+    counts from the first look at a running cluster (``save()`` then writes the record); when a
+    limit fires, ``expire(reason)`` stops the cluster and records the reason.
+
+    >>> task = asyncio.ensure_future(watch(cluster, limit, known=..., save=..., expire=...,
+    ...                                    read_timeout=5.0))   # doctest: +SKIP
+    """
+    loop = asyncio.get_running_loop()
+    interval = check_interval(limit.idle_timeout, limit.max_lifetime)
+    while known() and not limit.fired:
+        await asyncio.sleep(interval)
+        if cluster.status != "running":
+            continue
+        if limit.started is None:  # the lifetime counts from the moment it runs
+            limit.started = time.time()
+            cluster.record["expiry"] = limit.to_record()
+            save()
+        is_busy = await loop.run_in_executor(
+            None,
+            busy,
+            str(cluster.record["address"]),
+            cluster.record.get("dashboard_url"),
+            read_timeout,
+        )
+        if cluster.status == "running" and limit.observe(is_busy, time.time()):
+            await expire(limit.reason())

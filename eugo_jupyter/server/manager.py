@@ -47,7 +47,7 @@ from typing import Any
 
 from .. import records
 from .._tempdirs import remove_ours
-from ..exceptions import ClusterError, ConfirmationError, OptionsError
+from ..exceptions import ClusterError, OptionsError
 from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
 from .models import ClusterModel, make_cluster_model
@@ -130,11 +130,13 @@ class ClusterManager:
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
         self._watchdog: Any = None
-        # Found clusters (heads on this machine the manager did not start): the last scan.
-        self.find_clusters = find_clusters
-        self._found: dict[str, tuple[discovery.Found, str | None]] = {}
-        self._found_at = 0.0
-        self._dashboards: dict[str, str | None] = {}
+        # Found clusters: heads on this machine the manager did not start.
+        self._found = discovery.FoundClusters(
+            own=lambda: [c.record for c in self._clusters.values()],
+            max_age=max_age,
+            pool=self._slow,
+            enabled=find_clusters,
+        )
 
     # -- lifecycle of the manager itself
 
@@ -230,18 +232,15 @@ class ClusterManager:
         """Every cluster this server knows, oldest first, with fresh monitoring."""
         await self._ensure_started()
         clusters = list(self._clusters.values())
-        await asyncio.gather(*(self._fresh(c) for c in clusters), self._scan_found())
-        return [self._model(c) for c in clusters if c.id in self._clusters] + [
-            _found_model(found, dashboard) for found, dashboard in self._found.values()
-        ]
+        await asyncio.gather(*(self._fresh(c) for c in clusters), self._found.scan())
+        return [self._model(c) for c in clusters if c.id in self._clusters] + self._found.models()
 
     async def get_cluster(self, cluster_id: str, fresh: bool = False) -> ClusterModel | None:
         """One cluster's model, or None for an unknown id; ``fresh=True`` waits for a new read."""
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         if cluster is None and cluster_id.startswith("f-"):
-            await self._scan_found()
-            return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
+            return await self._found.get(cluster_id)
         if cluster is None:
             return None
         if fresh:
@@ -556,9 +555,10 @@ class ClusterManager:
         if cluster is not None and not self.backends[cluster.kind].owns_processes:
             # A connected cluster's dashboard: checked again on every use (a record may predate
             # the check, or have been edited), so the token goes only to the head's own host.
-            url = _checked_dashboard(url, str(cluster.record.get("address")))
-        if cluster is None and cluster_id in self._found:
-            url = self._found[cluster_id][1]
+            address = str(cluster.record.get("address"))
+            url = proxy_policy.dashboard_allowed(url, address, monitor.local_ips())
+        if cluster is None:
+            url = self._found.dashboard(cluster_id)
         if not url:
             return None
         loop = asyncio.get_running_loop()
@@ -575,7 +575,7 @@ class ClusterManager:
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
         if cluster is None and cluster_id.startswith("f-"):
-            return await self._stop_found(cluster_id, confirm)
+            return await self._found.stop(cluster_id, confirm)
         if cluster is None:
             return False
         await self._stop(cluster)
@@ -590,16 +590,19 @@ class ClusterManager:
                 # launch loop stops by itself once the status is "stopping".
                 await asyncio.shield(cluster.launching)
                 cluster.status = "stopping"
-            loop = asyncio.get_running_loop()
-            left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
-            if left:
-                cluster.status = "error"
-                cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}."
+            if await self._stop_processes(cluster, backend):
                 self._save(cluster)
                 raise ClusterError(cluster.error)
-            cluster.status = "stopped"
         records.delete_record(cluster.id)
         self._clusters.pop(cluster.id, None)
+
+    async def _stop_processes(self, cluster: _Cluster, backend: Backend) -> list[str]:
+        """Stop what the cluster started; its status and error say whether anything is left."""
+        loop = asyncio.get_running_loop()
+        left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
+        cluster.status = "error" if left else "stopped"
+        cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}." if left else None
+        return left
 
     def _save(self, cluster: _Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
@@ -607,139 +610,37 @@ class ClusterManager:
     # -- idle timeout and maximum lifetime (see expiry.py)
 
     def _watch(self, cluster: _Cluster, limits: dict[str, Any] | None) -> None:
-        if not limits or not (limits.get("idle_timeout") or limits.get("max_lifetime")):
+        cluster.limits = expiry.Expiry.from_limits(limits)
+        if cluster.limits is None:
             return
-        cluster.limits = expiry.Expiry(
-            idle_timeout=limits.get("idle_timeout"),
-            max_lifetime=limits.get("max_lifetime"),
-            started=limits.get("started"),
-        )
         cluster.record["expiry"] = cluster.limits.to_record()
-        cluster.watching = asyncio.ensure_future(self._watch_loop(cluster))
-
-    async def _watch_loop(self, cluster: _Cluster) -> None:
-        """Look at the cluster every few seconds, whether or not anyone polls the panel."""
-        limit = cluster.limits
-        assert limit is not None
-        loop = asyncio.get_running_loop()
-        interval = expiry.check_interval(limit.idle_timeout, limit.max_lifetime)
-        while cluster.id in self._clusters and not limit.fired:
-            await asyncio.sleep(interval)
-            if cluster.status != "running":
-                continue
-            if limit.started is None:  # the lifetime counts from the moment it runs
-                limit.started = time.time()
-                cluster.record["expiry"] = limit.to_record()
-                self._save(cluster)
-            busy = await loop.run_in_executor(
-                None,
-                expiry.busy,
-                str(cluster.record["address"]),
-                cluster.record.get("dashboard_url"),
-                self.read_timeout,
+        cluster.watching = asyncio.ensure_future(
+            expiry.watch(
+                cluster,
+                cluster.limits,
+                known=lambda: cluster.id in self._clusters,
+                save=lambda: self._save(cluster),
+                expire=lambda reason: self._expire(cluster, reason),
+                read_timeout=self.read_timeout,
             )
-            if cluster.status == "running" and limit.observe(busy, time.time()):
-                await self._expire(cluster)
+        )
 
-    async def _expire(self, cluster: _Cluster) -> None:
+    async def _expire(self, cluster: _Cluster, reason: str | None) -> None:
         """A limit fired: stop every node, keep the card with the reason until it is removed."""
-        assert cluster.limits is not None
         cluster.status = "stopping"
-        loop = asyncio.get_running_loop()
-        backend = self.backends[cluster.kind]
-        left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
-        cluster.status = "error" if left else "stopped"
-        cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}." if left else None
+        await self._stop_processes(cluster, self.backends[cluster.kind])
         cluster.monitoring = monitor.empty()
-        cluster.record["stop_reason"] = cluster.limits.reason()
+        cluster.record["stop_reason"] = reason
         active = records.active_record()
         if active and active.get("id") == cluster.id:
             records.clear_active()  # new kernels must not pick a stopped cluster
         self._save(cluster)
-
-    # -- found clusters (see discovery.py)
-
-    async def _scan_found(self) -> None:
-        if not self.find_clusters or time.monotonic() - self._found_at < self.max_age:
-            return
-        self._found_at = time.monotonic()
-        loop = asyncio.get_running_loop()
-        heads = await loop.run_in_executor(None, discovery.scan)
-        known = {str(c.record.get("address")) for c in self._clusters.values()}
-        temp_dirs = [
-            str(c.record["temp_dir"]) for c in self._clusters.values() if c.record.get("temp_dir")
-        ]
-        found = {}
-        for head in heads:
-            port = head.address.rpartition(":")[2]
-            if (
-                head.address in known
-                or any(head.session_dir.startswith(f"{d}/") for d in temp_dirs)
-                or any(a.endswith(f":{port}") and a.split(":")[0] in _LOOPBACK for a in known)
-            ):
-                continue
-            if head.address not in self._dashboards:
-                self._dashboards[head.address] = await loop.run_in_executor(
-                    None, monitor.dashboard_of, head.address, 3.0
-                )
-            found[head.id] = (head, self._dashboards[head.address])
-        self._found = found
-
-    async def _stop_found(self, cluster_id: str, confirm: bool) -> bool:
-        self._found_at = 0.0
-        await self._scan_found()
-        if cluster_id not in self._found:
-            return False
-        head, _ = self._found[cluster_id]
-        if not confirm:
-            raise ConfirmationError(
-                f"The Ray cluster at {head.address} (temp folder {head.temp_dir}) was not started "
-                "by the EugoHPC Manager, so it is not shut down unasked: someone may be using it. "
-                "To stop it anyway, confirm (DELETE with ?confirm=true; the panel asks you first), "
-                "or Connect to it instead."
-            )
-        loop = asyncio.get_running_loop()
-        left = await loop.run_in_executor(self._slow, discovery.stop, head)
-        self._found_at = 0.0
-        if left:
-            raise ClusterError(f"{len(left)} processes did not stop: pids {left[:10]}.")
-        self._found.pop(cluster_id, None)
-        return True
-
-
-_LOOPBACK = ("127.0.0.1", "localhost")
-
-
-def _found_model(found: discovery.Found, dashboard: str | None) -> ClusterModel:
-    """The model of a head the manager did not start: Connect to use it; never ours to stop."""
-    model = make_cluster_model(
-        {
-            "id": found.id,
-            "name": f"found at {found.address}",
-            "kind": "found",
-            "address": found.address,
-            "dashboard_url": dashboard,
-        },
-        "running",
-    )
-    model["expiry"] = None
-    model["found"] = {
-        "temp_dir": found.temp_dir,
-        "session_dir": found.session_dir,
-        "pid": found.pid,
-    }
-    return model
 
 
 def _remove_temp(record: dict[str, Any]) -> None:
     """Remove a forgotten cluster's temp folder, if it is exactly one we created."""
     if record.get("temp_dir"):
         remove_ours(str(record["id"]), str(record["temp_dir"]))
-
-
-def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
-    """A dashboard a connected cluster published, if the token may go there (else None)."""
-    return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())
 
 
 def _sentence(exc: BaseException) -> str:

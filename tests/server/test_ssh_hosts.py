@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eugo_jupyter.server.backends import ssh
+from eugo_jupyter.server.backends import ssh, ssh_hosts
 from tests.testbed import TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -49,7 +49,7 @@ def test_arguments_arrive_intact_and_the_token_is_private(bed: TestBed) -> None:
     tricky = [f"--temp-dir={outer}/r", "it's; $(touch /tmp/eugo-pwned) `id`"]
     token_file = "~/.ray/eugo-c-args0001.token"
     args = [spec.ray_path, token_file, outer, *tricky]
-    command = ssh.ssh_command(spec, host, ssh._START, args)
+    command = ssh.ssh_command(spec, host, ssh_hosts._START, args)
     result = subprocess.run(
         command, input="secret-token", capture_output=True, text=True, timeout=60, check=False
     )

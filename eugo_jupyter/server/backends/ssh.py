@@ -7,6 +7,8 @@ quoted with :func:`shlex.join`. Every node gets an explicit ``--node-ip-address`
 a default route would otherwise advertise 127.0.0.1) and a temp folder named after the cluster,
 so stopping a node ends exactly its processes (never ``ray stop``, which would end every Ray on
 that host). The cluster's Ray token travels on ssh's stdin into a file only the user can read.
+What happens on one host (the ssh command, the scripts, the per-host sentence) is
+:mod:`.ssh_hosts`; this module checks a launch and drives the hosts.
 
 Why ``ray start`` over ssh and not Ray's own cluster launcher (``ray up`` with the on-premise
 ``local`` provider): the launcher drives a head, whose autoscaler then starts the workers with
@@ -35,26 +37,30 @@ A launch body::
 from __future__ import annotations
 
 import getpass
-import os
 import re
-import secrets
-import shlex
 import shutil
-import socket
-import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..._raytoken import secure_token_file
-from ..._tempdirs import make_private, ray_temp_dir
+from ..._tempdirs import make_private
 from ...exceptions import OptionsError
 from .. import requests
-from ..exporters import closed_exporters
-from . import local
+from . import local, processes
 from .base import Backend, Observed, Plan, Spec
+from .ssh_hosts import (
+    SshSpec,
+    _head_args_remote,
+    _HostResult,
+    _ip_of,
+    _start_on,
+    _temp_dir,
+    _worker_args,
+    ssh_command,
+    stop_on,
+)
 
 __all__ = ["SshBackend", "SshSpec"]
 
@@ -65,297 +71,6 @@ _PATH_RE = re.compile(r"[A-Za-z0-9_~./+][A-Za-z0-9_./+-]{0,255}")
 _SSH_KEYS = (
     "hosts", "user", "key_file", "port", "ray_path", "head_on", "cpus_per_host", "gpus_per_host",
 )  # fmt: skip
-
-# Run by the remote shell as `sh -c START sh RAY_PATH TOKEN_FILE TEMP_DIR ray-start-args...`:
-# the token arrives on stdin, `~/` in the ray path is the remote user's home, and exit 127 means
-# no ray. Ray makes its own folders 0777, so they go inside TEMP_DIR, made 0700 here (Ray's
-# --temp-dir is TEMP_DIR/r); Ray's Prometheus exporters, which answer without a token, are off.
-_START = r"""
-umask 077
-ray=$1; token=$2; outer=$3; shift 3
-case "$ray" in "~/"*) ray="$HOME/${ray#"~/"}";; esac
-case "$token" in "~/"*) token="$HOME/${token#"~/"}";; esac
-command -v "$ray" >/dev/null 2>&1 || { echo "EUGO_NO_RAY $ray"; exit 127; }
-mkdir -p "$(dirname "$token")" && cat > "$token" || exit 1
-mkdir -m 700 -- "$outer" 2>/dev/null
-if [ -L "$outer" ] || [ ! -d "$outer" ] || [ ! -O "$outer" ]; then
-  echo "$outer exists and is not a folder of this account: remove it and launch again"; exit 1
-fi
-chmod 700 -- "$outer" || exit 1
-RAY_AUTH_TOKEN_PATH=$token RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 EXPORTERS \
-  exec "$ray" start "$@"
-""".replace("EXPORTERS", " ".join(f"{k}={v}" for k, v in sorted(closed_exporters().items())))
-# `sh -c STOP sh TEMP_DIR_PART1 TEMP_DIR_PART2 TOKEN_FILE`: the temp folder is passed in two
-# halves so that this shell's own command line never matches the pattern it kills by.
-_STOP = r"""
-p="$1$2"; token=$3
-case "$token" in "~/"*) token="$HOME/${token#"~/"}";; esac
-pkill -TERM -f -- "$p"
-i=0; while pgrep -f -- "$p" >/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
-pkill -KILL -f -- "$p"
-i=0; while pgrep -f -- "$p" >/dev/null && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done
-left=$(pgrep -f -- "$p" | tr '\n' ' ')
-rm -f -- "$token"
-[ -z "$left" ] && rm -rf -- "$p"
-echo "EUGO_LEFT $left"
-"""
-
-
-@dataclass(frozen=True)
-class SshSpec:
-    """A checked ssh launch."""
-
-    hosts: tuple[str, ...]
-    user: str
-    key_file: str | None
-    port: int
-    ray_path: str
-    head_on: str  # "local" | "first_host"
-    cpus_per_host: int
-    gpus_per_host: int
-    head: local.NodeSpec
-
-    def to_model(self) -> dict[str, Any]:
-        return {
-            "ssh": {
-                "hosts": list(self.hosts),
-                "user": self.user,
-                "key_file": self.key_file,
-                "port": self.port,
-                "ray_path": self.ray_path,
-                "head_on": self.head_on,
-                "cpus_per_host": self.cpus_per_host,
-                "gpus_per_host": self.gpus_per_host,
-            },
-            "head": self.head.to_model(),
-        }
-
-    @classmethod
-    def from_model(cls, model: dict[str, Any]) -> SshSpec:
-        ssh = model["ssh"]
-        return cls(
-            hosts=tuple(ssh["hosts"]),
-            user=ssh["user"],
-            key_file=ssh.get("key_file"),
-            port=int(ssh["port"]),
-            ray_path=ssh["ray_path"],
-            head_on=ssh["head_on"],
-            cpus_per_host=int(ssh["cpus_per_host"]),
-            gpus_per_host=int(ssh["gpus_per_host"]),
-            head=local.NodeSpec(**model["head"]),
-        )
-
-
-# ---------------------------------------------------------------- ssh commands
-
-
-def _known_hosts() -> str:
-    """Host keys: first the Manager's own file (written on first contact), then the user's."""
-    from ... import records
-
-    ours = records.records_dir().parent / "ssh_known_hosts"
-    ours.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return f"{ours} {Path('~/.ssh/known_hosts').expanduser()}"
-
-
-def ssh_command(spec: SshSpec, host: str, script: str, args: list[str]) -> list[str]:
-    """``ssh [options] user@host -- sh -c SCRIPT sh ARGS...`` as an argument list."""
-    options = [
-        "ssh", "-p", str(spec.port),
-        "-o", "BatchMode=yes",  # never prompt: a refused key is an error, not a hang
-        "-o", "ConnectTimeout=10",
-        "-o", "ServerAliveInterval=5",
-        "-o", "ServerAliveCountMax=3",
-        "-o", "StrictHostKeyChecking=accept-new",
-        "-o", "LogLevel=ERROR",  # no "Permanently added" chatter in what we parse
-        "-o", f"UserKnownHostsFile={_known_hosts()}",
-    ]  # fmt: skip
-    if spec.key_file:
-        options += ["-i", str(Path(spec.key_file).expanduser()), "-o", "IdentitiesOnly=yes"]
-    remote = shlex.join(["sh", "-c", script, "sh", *args])
-    return [*options, f"{spec.user}@{host.strip('[]')}", "--", remote]
-
-
-def _ip_of(host: str) -> str:
-    """The address a host is reached at (Ray needs an address, not a name)."""
-    try:
-        return str(socket.getaddrinfo(host.strip("[]"), None, socket.AF_INET)[0][4][0])
-    except OSError:
-        return host
-
-
-def _temp_dir(cluster_id: str, index: int) -> str:
-    # "eugo-n01-<id>", never "eugo-<id>-...": the local head's folder must not be a prefix of a
-    # host's, or stopping one would match the other's processes on a machine that runs both.
-    return f"/tmp/eugo-n{index + 1:02d}-{cluster_id}"
-
-
-def _token_file(cluster_id: str) -> str:
-    return f"~/.ray/eugo-{cluster_id}.token"
-
-
-def _ports() -> list[str]:
-    """Ports named up front, on the host (another machine: ours cannot be checked free there).
-
-    With them named, a raylet does not wait for its agents to write their ports into files: on a
-    busy host that wait times out and the node dies at start.
-    """
-    port = 20000 + secrets.randbelow(30000)
-    names = (
-        "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
-        "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port",
-    )  # fmt: skip
-    return [f"--{name}={port + i}" for i, name in enumerate(names)]
-
-
-def _worker_args(spec: SshSpec, head: str, ip: str, temp_dir: str) -> list[str]:
-    return [
-        *_ports(),
-        f"--address={head}",
-        f"--node-ip-address={ip}",
-        f"--num-cpus={spec.cpus_per_host}",
-        f"--num-gpus={spec.gpus_per_host}",
-        f"--temp-dir={ray_temp_dir(temp_dir)}",
-        "--disable-usage-stats",
-        "--log-style=record",
-        "--log-color=false",
-    ]
-
-
-def _head_args_remote(spec: SshSpec, ip: str, port: int, temp_dir: str) -> list[str]:
-    return [
-        "--head",
-        *_ports(),
-        f"--port={port}",
-        f"--node-ip-address={ip}",
-        f"--num-cpus={spec.head.num_cpus}",
-        f"--num-gpus={spec.head.num_gpus}",
-        f"--temp-dir={ray_temp_dir(temp_dir)}",
-        # The dashboard answers on the head's address (behind Ray's token), so the Manager can
-        # read task counts from this machine.
-        f"--dashboard-host={ip}",
-        "--disable-usage-stats",
-        "--log-style=record",
-        "--log-color=false",
-    ]
-
-
-def _token() -> str:
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
-    token = os.environ.get("RAY_AUTH_TOKEN") or Path(path).read_text().strip()
-    return token
-
-
-# ---------------------------------------------------------------- sentences
-
-
-def why_host_failed(spec: SshSpec, host: str, code: int, output: str) -> str:
-    """One sentence naming the host, what went wrong and the fix."""
-    text = output.strip()
-    who = f"{spec.user}@{host}"
-    if "EUGO_NO_RAY" in text or code == 127:
-        import ray
-
-        return (
-            f"{host}: no `{spec.ray_path}` command there. Install the same Ray as this server "
-            f"on it (pip install 'ray[default]=={ray.__version__}'), or set ray_path to where "
-            "it lives."
-        )
-    if "ersion mismatch" in text:
-        import ray
-
-        return (
-            f"{host}: its Ray is another version than this server's ({ray.__version__}); "
-            f"install ray[default]=={ray.__version__} there."
-        )
-    if "Permission denied" in text:
-        key = spec.key_file or "your default ssh key"
-        return (
-            f"{host}: refused the key {key} for {spec.user}. Add its public key "
-            f"({key}.pub) to ~{spec.user}/.ssh/authorized_keys on {host}, or choose the key "
-            "that host accepts."
-        )
-    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key verification" in text:
-        return (
-            f"{host}: its host key changed since the last connection; if that is expected, "
-            f"remove the old key with ssh-keygen -R {host} and launch again."
-        )
-    if code == 255:
-        detail = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no answer")
-        return (
-            f"{host}: cannot be reached over ssh as {who} on port {spec.port} ({detail[:200]}). "
-            "Check the host name, that sshd runs there and that this machine can reach it."
-        )
-    return f"{host}: `ray start` failed: {local._why(text)}"
-
-
-# ---------------------------------------------------------------- start and stop
-
-
-@dataclass
-class _HostResult:
-    host: str
-    address: str
-    temp_dir: str
-    joined: bool
-    reason: str | None = None
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "address": self.address,
-            "temp_dir": self.temp_dir,
-            "status": "joined" if self.joined else "failed",
-            "reason": self.reason,
-        }
-
-
-def _run(command: list[str], stdin: str, timeout: float) -> tuple[int, str]:
-    try:
-        proc = subprocess.run(
-            command, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return 124, f"no answer within {timeout:g} s"
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def _start_on(
-    spec: SshSpec, cluster_id: str, host: str, index: int, args: list[str], timeout: float
-) -> _HostResult:
-    temp_dir = _temp_dir(cluster_id, index)
-    script_args = [spec.ray_path, _token_file(cluster_id), temp_dir, *args]
-    command = ssh_command(spec, host, _START, script_args)
-    for attempt in (1, 2):
-        code, output = _run(command, _token(), timeout)
-        if code == 0:
-            return _HostResult(host, _ip_of(host), temp_dir, True)
-        if code in (127, 255) or "ersion mismatch" in output or attempt == 2:
-            break
-        # `ray start` itself failed (a busy host times a node's start out): clear what it left
-        # and try once more, as the local backend does for its worker nodes.
-        stop_on(spec, cluster_id, host, temp_dir)
-    reason = why_host_failed(spec, host, code, output)
-    return _HostResult(host, _ip_of(host), temp_dir, False, reason)
-
-
-def stop_on(
-    spec: SshSpec, cluster_id: str, host: str, temp_dir: str, timeout: float = 60
-) -> str | None:
-    """Stop this cluster's node on one host; None when nothing is left, else a sentence.
-
-    A host that does not answer is reported, not waited on: ssh gives up after its timeouts.
-    """
-    half = len(temp_dir) // 2
-    args = [temp_dir[:half], temp_dir[half:], _token_file(cluster_id)]
-    code, output = _run(ssh_command(spec, host, _STOP, args), "", timeout)
-    if code != 0 or not any(ln.startswith("EUGO_LEFT") for ln in output.splitlines()):
-        why = why_host_failed(spec, host, code, output)
-        return f"{host}: could not be reached to stop its node ({why})"
-    # Only the script's own line: ssh may add warnings of its own to the output.
-    line = next(ln for ln in output.splitlines() if ln.startswith("EUGO_LEFT"))
-    left = line.removeprefix("EUGO_LEFT").split()
-    return f"{host}: pids {' '.join(left)} did not stop" if left else None
 
 
 class SshBackend(Backend):
@@ -535,7 +250,7 @@ class SshBackend(Backend):
             detail={"hosts": hosts},
         )
         pgids = [int(p) for p in record.get("pgids") or []]
-        if pgids and not local.owned_groups(pgids, str(record.get("temp_dir") or "")):
+        if pgids and not processes.owned_groups(pgids, str(record.get("temp_dir") or "")):
             observed.ended = (
                 "The head's processes on this machine are gone (stopped outside the manager, or "
                 "killed). Remove the cluster and launch a new one."
@@ -554,7 +269,7 @@ class SshBackend(Backend):
             )
         left = [
             f"pid {pid}"
-            for pid in local.stop(
+            for pid in processes.stop(
                 [int(p) for p in record.get("pgids") or []], str(record.get("temp_dir") or "")
             )
         ] if record.get("temp_dir") else []  # fmt: skip

@@ -1,0 +1,133 @@
+"""The processes of a cluster on this machine: finding exactly them, and stopping exactly them.
+
+Blocking functions, reading ``/proc``. A cluster's processes are its nodes' process groups (each
+``ray start`` runs in a session of its own), their descendants, and the orphans whose command
+line names the cluster's temp folder; a process is matched by (pid, start time), so a reused pid
+or process group id is never signalled. Used by the local and ssh backends (their nodes on this
+machine) and by the found clusters' confirmed stop.
+
+>>> stop(launched.pgids, launched.temp_dir)                                  # doctest: +SKIP
+[]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+__all__ = ["cluster_processes", "group_members", "owned_groups", "stop"]
+
+
+def _processes() -> dict[int, tuple[int, int, int]]:
+    """Every live (not zombie) process: pid -> (parent pid, process group, start time)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...; starttime is the 20th.
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if len(rest) > 19 and rest[0] not in ("Z", "X"):
+            table[int(entry.name)] = (int(rest[1]), int(rest[2]), int(rest[19]))
+    return table
+
+
+def _alive(ours: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Those of ``ours`` (pid, start time) still running: a reused pid is not ours."""
+    return {(pid, start) for pid, (_, _, start) in _processes().items()} & ours
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is ``pgid``."""
+    return [pid for pid, (_, group, _) in _processes().items() if group == pgid]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
+    """The groups that still hold a process of this cluster (one whose command names temp_dir).
+
+    A process group id can be reused once its processes are gone: a group with no process that
+    mentions the cluster's temp dir is somebody else's and is never signalled.
+    """
+    return [pgid for pgid in pgids if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))]
+
+
+def cluster_processes(pgids: list[int], temp_dir: str) -> set[tuple[int, int]]:
+    """Every live process of the cluster, as (pid, start time): its nodes' process groups and
+    all their descendants.
+
+    Ray starts each worker process (tasks, actors) in a process group of its own, under the
+    raylet; those are found as descendants, or, once orphaned, by the cluster's temp dir in their
+    command line (their raylet socket lives there).
+    """
+    table = _processes()
+    groups = set(owned_groups(pgids, temp_dir))
+    found = {pid for pid, (_, group, _) in table.items() if group in groups}
+    grew = True
+    while grew:
+        children = {pid for pid, (parent, _, _) in table.items() if parent in found} - found
+        found |= children
+        grew = bool(children)
+    if temp_dir:
+        found |= {pid for pid in table if pid not in found and temp_dir in _cmdline(pid)}
+    return {(pid, table[pid][2]) for pid in found}
+
+
+def _signal(ours: set[tuple[int, int]], sig: int) -> None:
+    for pid, _ in _alive(ours):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 30.0) -> list[int]:
+    """Stop every process of the cluster: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+    That is its nodes' process groups plus the worker processes Ray started under them (see
+    :func:`cluster_processes`); nothing else is signalled. Returns the pids still alive at the
+    end: an empty list is the proof that nothing is left.
+    """
+    groups = owned_groups(pgids, temp_dir)
+    ours = cluster_processes(pgids, temp_dir)
+    _kill_groups(groups, signal.SIGTERM)
+    _signal(ours, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(ours):
+        time.sleep(0.2)
+    _signal(ours, signal.SIGKILL)
+    _kill_groups(owned_groups(groups, temp_dir), signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while True:
+        # A process forked before the kill (a worker starting) is caught by the rescan.
+        late = cluster_processes(pgids, temp_dir) | _alive(ours)
+        if not late or time.monotonic() > deadline:
+            break
+        ours |= late
+        _signal(late, signal.SIGKILL)
+        time.sleep(0.2)
+    if not late:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return sorted(pid for pid, _ in late)
