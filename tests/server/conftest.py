@@ -45,13 +45,18 @@ def jp_runtime_dir(runtime_dir: Path) -> Path:
 
 
 @pytest.fixture
-def jp_server_config() -> dict[str, object]:
+def find_clusters() -> bool:
+    """Whether the Manager lists Ray clusters it did not start. Other Ray clusters on a shared
+    test machine are not these tests' business; the tests of found clusters override this."""
+    return False
+
+
+@pytest.fixture
+def jp_server_config(find_clusters: bool) -> dict[str, object]:
     return {
         "ServerApp": {
             "jpserver_extensions": {"eugo_jupyter": True},
             "allow_unauthenticated_access": False,
         },
-        # Other Ray clusters on a shared test machine are not these tests' business; the tests
-        # of found clusters turn it on.
-        "EugoManagerExtension": {"find_clusters": False},
+        "EugoManagerExtension": {"find_clusters": find_clusters},
     }
