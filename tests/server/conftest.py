@@ -45,18 +45,21 @@ def jp_runtime_dir(runtime_dir: Path) -> Path:
 
 
 @pytest.fixture
-def find_clusters() -> bool:
-    """Whether the Manager lists Ray clusters it did not start. Other Ray clusters on a shared
-    test machine are not these tests' business; the tests of found clusters override this."""
-    return False
+def manager_config() -> dict[str, object]:
+    """The EugoManagerExtension's settings; a test module overrides this fixture for its own.
+
+    Other Ray clusters on a shared test machine are not these tests' business: finding them is
+    off unless a module turns it on.
+    """
+    return {"find_clusters": False}
 
 
 @pytest.fixture
-def jp_server_config(find_clusters: bool) -> dict[str, object]:
+def jp_server_config(manager_config: dict[str, object]) -> dict[str, object]:
     return {
         "ServerApp": {
             "jpserver_extensions": {"eugo_jupyter": True},
             "allow_unauthenticated_access": False,
         },
-        "EugoManagerExtension": {"find_clusters": find_clusters},
+        "EugoManagerExtension": manager_config,
     }

@@ -65,9 +65,8 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
 
 
 @pytest.fixture
-def find_clusters() -> bool:
-    """The server under test lists the clusters it did not start (conftest's config)."""
-    return True
+def manager_config() -> dict[str, object]:
+    return {"find_clusters": True}
 
 
 @pytest.fixture(scope="module")

@@ -41,26 +41,20 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
 
 
 @pytest.fixture
-def jp_server_config(slurm: Slurm) -> dict[str, object]:
+def manager_config(slurm: Slurm) -> dict[str, object]:
     return {
-        "ServerApp": {
-            "jpserver_extensions": {"eugo_jupyter": True},
-            "allow_unauthenticated_access": False,
-        },
-        "EugoManagerExtension": {
-            "slurm_shared_dir": str(slurm.folder / "shared"),
-            "profiles": [
-                {
-                    "name": "debug, 2 nodes",
-                    "description": "Two nodes of the debug partition for ten minutes.",
-                    "body": {
-                        "kind": "slurm",
-                        "slurm": {"partition": "debug", "nodes": 2, "walltime": "00:10:00"},
-                    },
-                    "editable": ["slurm.walltime"],
-                }
-            ],
-        },
+        "slurm_shared_dir": str(slurm.folder / "shared"),
+        "profiles": [
+            {
+                "name": "debug, 2 nodes",
+                "description": "Two nodes of the debug partition for ten minutes.",
+                "body": {
+                    "kind": "slurm",
+                    "slurm": {"partition": "debug", "nodes": 2, "walltime": "00:10:00"},
+                },
+                "editable": ["slurm.walltime"],
+            }
+        ],
     }
 
 
