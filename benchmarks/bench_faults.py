@@ -33,8 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from eugo_jupyter._tempdirs import expected_dir
+from eugo_jupyter.exceptions import ClusterError
 from eugo_jupyter.server import monitor
 from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.client import ManagerClient
+
+# The benchmarks share the tests' helper that runs a `jupyter server` process.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fixtures.jupyter import jupyter_server
 
 LIMIT = 300.0
 
@@ -77,40 +83,19 @@ HOSTILE: list[Any] = [
 ]
 
 
-class Server:
-    def __init__(self, runtime: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.token = secrets.token_hex(16)
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-                f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-                "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
-            ],
-            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + LIMIT
-        while True:
-            try:
-                self.call("GET", "/eugo/clusters")
-                return
-            except OSError:
-                assert self.process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.3)
-
-    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Any:
-        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            method=method,
-            data=data,
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return json.loads(response.read() or b"null")
+def post_raw(server: ManagerClient, data: bytes) -> tuple[int, str]:
+    """POST bytes the product client would never send; (status, the server's sentence)."""
+    request = urllib.request.Request(
+        f"{server.url}/eugo/clusters",
+        method="POST",
+        data=data,
+        headers={"Authorization": f"token {server.token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=server.timeout) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}").get("message", "")
 
 
 def lost_results(cluster: launcher.Launched) -> tuple[int, int]:
@@ -142,22 +127,19 @@ def lost_results(cluster: launcher.Launched) -> tuple[int, int]:
     return sum(v != i * i for i, v in enumerate(values)), killed
 
 
-def hostile(server: Server, junk_port: int) -> tuple[int, int, bool]:
+def hostile(server: ManagerClient, junk_port: int) -> tuple[int, int, bool]:
     """(answered 400, total, server answers afterwards)."""
     clear = 0
     for body in HOSTILE:
         if isinstance(body, dict) and "{junk}" in str(body.get("address")):
             body = {**body, "address": body["address"].format(junk=junk_port)}
         raw = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) else None
-        try:
-            server.call("POST", "/eugo/clusters", body=None if raw else body, raw=raw)
-        except urllib.error.HTTPError as exc:
-            message = json.loads(exc.read() or b"{}").get("message", "")
-            clear += exc.code == 400 and len(message) > 20
-    return clear, len(HOSTILE), server.call("GET", "/eugo/clusters") is not None
+        code, message = post_raw(server, raw if raw is not None else json.dumps(body).encode())
+        clear += code == 400 and len(message) > 20
+    return clear, len(HOSTILE), server.clusters() is not None
 
 
-def token_astray(server: Server, cluster: launcher.Launched) -> int:
+def token_astray(server: ManagerClient, cluster: launcher.Launched) -> int:
     """Requests a foreign listener got after the cluster published it as its dashboard."""
     seen: list[str] = []
 
@@ -181,10 +163,10 @@ def token_astray(server: Server, cluster: launcher.Launched) -> int:
     gcs.internal_kv_put(b"dashboard", foreign, True, b"dashboard")
     try:
         body = {"kind": "connect", "address": cluster.gcs_address}
-        model = server.call("POST", "/eugo/clusters", body)
-        proxy = f"http://127.0.0.1:{server.port}/eugo/clusters/{model['id']}/dashboard/api/version"
+        model = server.launch(body)
+        proxy = f"{server.url}/eugo/clusters/{model['id']}/dashboard/api/version"
         for _ in range(3):
-            server.call("GET", f"/eugo/clusters/{model['id']}")
+            server.cluster(model["id"])
             try:
                 urllib.request.urlopen(
                     urllib.request.Request(
@@ -196,7 +178,7 @@ def token_astray(server: Server, cluster: launcher.Launched) -> int:
             except urllib.error.HTTPError:
                 pass
             time.sleep(1)
-        server.call("DELETE", f"/eugo/clusters/{model['id']}")
+        server.shutdown(model["id"])
     finally:
         gcs.internal_kv_put(b"dashboard", published or b"", True, b"dashboard")
         trap.shutdown()
@@ -225,24 +207,25 @@ def open_ports(cluster: launcher.Launched) -> tuple[int, int]:
     return answering, len(ports)
 
 
-def crash(server: Server, runtime: Path) -> tuple[int, float]:
+def crash(
+    server: ManagerClient, process: subprocess.Popen[bytes], runtime: Path
+) -> tuple[int, float]:
     """(Ray processes of its "server" cluster before the SIGKILL, seconds until none)."""
     body = {"kind": "local", "name": "crash", "workers": [{}]}
-    for _ in range(3):  # a launch can fail on a loaded machine (Ray's 30 s start window)
-        model = server.call("POST", "/eugo/clusters", body)
-        deadline = time.monotonic() + LIMIT
-        while model["status"] == "starting" and time.monotonic() < deadline:
-            time.sleep(0.5)
-            model = server.call("GET", f"/eugo/clusters/{model['id']}")
-        if model["status"] == "running":
+    for attempt in range(3):  # a launch can fail on a loaded machine (Ray's 30 s start window)
+        cluster_id = server.launch(body)["id"]
+        try:
+            server.wait_until_running(cluster_id, timeout=LIMIT)
             break
-        server.call("DELETE", f"/eugo/clusters/{model['id']}")
-    assert model["status"] == "running", model["error"]
-    record = json.loads((runtime / "eugo" / "clusters" / f"{model['id']}.json").read_text())
+        except ClusterError:
+            server.shutdown(cluster_id)
+            if attempt == 2:
+                raise
+    record = json.loads((runtime / "eugo" / "clusters" / f"{cluster_id}.json").read_text())
     before = len(launcher.cluster_processes(record["pgids"], record["temp_dir"]))
-    server.process.send_signal(signal.SIGKILL)
+    process.send_signal(signal.SIGKILL)
     began = time.monotonic()
-    server.process.wait()
+    process.wait()
     while launcher.cluster_processes(record["pgids"], record["temp_dir"]):
         if time.monotonic() - began > LIMIT:
             return before, float("inf")
@@ -276,37 +259,35 @@ def main() -> None:
         launcher.NodeSpec(num_cpus=2), [launcher.NodeSpec(num_cpus=1)],
         expected_dir(f"c-b{secrets.token_hex(4)}"),
     )  # fmt: skip
-    server = Server(runtime)
     try:
-        lost, killed = lost_results(cluster)
-        print(f"results lost with {killed} worker processes SIGKILLed during 600 calls: {lost}")
-        with socket.socket() as junk:
-            junk.bind(("127.0.0.1", 0))
-            junk.listen()
-            clear, total, alive = hostile(server, junk.getsockname()[1])
-        print(
-            f"bad REST inputs answered 400 with a sentence: {clear} of {total}; "
-            f"server answers after: {alive}"
-        )
-        print(
-            f"requests reaching a host the cluster published as its dashboard: "
-            f"{token_astray(server, cluster)}"
-        )
-        answering, outside = open_ports(cluster)
-        print(f"ports outside loopback answering without the token: {answering} of {outside}")
-        before, seconds = crash(server, runtime)
-        print(
-            f"Ray processes of a 2-node 'server' cluster: {before}; "
-            f"seconds after the server's SIGKILL until none is left: {seconds:.1f}"
-        )
+        with jupyter_server(runtime, deadline_s=LIMIT) as (server, process):
+            lost, killed = lost_results(cluster)
+            print(f"results lost with {killed} worker processes SIGKILLed during 600 calls: {lost}")
+            with socket.socket() as junk:
+                junk.bind(("127.0.0.1", 0))
+                junk.listen()
+                clear, total, alive = hostile(server, junk.getsockname()[1])
+            print(
+                f"bad REST inputs answered 400 with a sentence: {clear} of {total}; "
+                f"server answers after: {alive}"
+            )
+            print(
+                f"requests reaching a host the cluster published as its dashboard: "
+                f"{token_astray(server, cluster)}"
+            )
+            answering, outside = open_ports(cluster)
+            print(f"ports outside loopback answering without the token: {answering} of {outside}")
+            before, seconds = crash(server, process, runtime)
+            print(
+                f"Ray processes of a 2-node 'server' cluster: {before}; "
+                f"seconds after the server's SIGKILL until none is left: {seconds:.1f}"
+            )
         seconds, fell_back = kernel_gone(cluster)
         print(
             f"seconds from the cluster's SIGKILL to ClusterError in the kernel: {seconds:.1f}; "
             f"the kernel then ran a call on the embedded Ray: {fell_back}"
         )
     finally:
-        if server.process.poll() is None:
-            server.process.kill()
         launcher.stop(cluster.pgids, cluster.temp_dir)
         for path in (runtime / "eugo" / "clusters").glob("*.json"):
             record = json.loads(path.read_text())

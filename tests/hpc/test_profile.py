@@ -8,7 +8,6 @@ whole task) so that a busy shared machine does not change the verdicts.
 from __future__ import annotations
 
 import sys
-import time
 
 import pytest
 from ray import cloudpickle
@@ -16,34 +15,15 @@ from ray import cloudpickle
 import eugo_jupyter as eugo
 from eugo_jupyter.hpc import _hooks
 from eugo_jupyter.hpc._insights import analyze
+from tests.hpc.conftest import kinds_of, nap, noop
 
+pytestmark = pytest.mark.usefixtures("warm_ray")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-@eugo.hpc.distribute
-def nap(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
-@eugo.hpc.distribute
-def noop(x: int) -> int:
-    return x
 
 
 @eugo.hpc.distribute
 def total(table, i: int) -> float:  # type: ignore[no-untyped-def]
     return float(table[i])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _ray(ray_local):  # type: ignore[no-untyped-def]
-    eugo.hpc.get([nap(0.2), nap(0.2)])  # both workers up before anything is timed
-    yield
-
-
-def kinds_of(run) -> set[str]:  # type: ignore[no-untyped-def]
-    return run.report().kinds()
 
 
 def test_blocking_on_each_future_in_a_submitting_loop_is_found() -> None:

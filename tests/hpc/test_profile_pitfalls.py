@@ -17,23 +17,14 @@ from ray import cloudpickle
 
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import GlobalStateWarning
+from tests.hpc.conftest import kinds_of, nap, noop
 
+pytestmark = pytest.mark.usefixtures("warm_ray")
 np = pytest.importorskip("numpy")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 COUNTER = 0
 _cache = None
-
-
-@eugo.hpc.distribute
-def nap(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
-@eugo.hpc.distribute
-def noop(x: int) -> int:
-    return x
 
 
 @eugo.hpc.distribute
@@ -96,19 +87,9 @@ class Tally:
         return self.n
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _ray(ray_local):  # type: ignore[no-untyped-def]
-    eugo.hpc.get([nap(0.2), nap(0.2)])  # both workers up before anything is timed
-    yield
-
-
 def only(run, kind: str):  # type: ignore[no-untyped-def]
     (finding,) = [f for f in run.report().findings if f["kind"] == kind]
     return finding
-
-
-def kinds_of(run) -> set[str]:  # type: ignore[no-untyped-def]
-    return run.report().kinds()
 
 
 # -- actors are recorded like tasks -------------------------------------------------------------

@@ -45,13 +45,21 @@ def jp_runtime_dir(runtime_dir: Path) -> Path:
 
 
 @pytest.fixture
-def jp_server_config() -> dict[str, object]:
+def manager_config() -> dict[str, object]:
+    """The EugoManagerExtension's settings; a test module overrides this fixture for its own.
+
+    Other Ray clusters on a shared test machine are not these tests' business: finding them is
+    off unless a module turns it on.
+    """
+    return {"find_clusters": False}
+
+
+@pytest.fixture
+def jp_server_config(manager_config: dict[str, object]) -> dict[str, object]:
     return {
         "ServerApp": {
             "jpserver_extensions": {"eugo_jupyter": True},
             "allow_unauthenticated_access": False,
         },
-        # Other Ray clusters on a shared test machine are not these tests' business; the tests
-        # of found clusters turn it on.
-        "EugoManagerExtension": {"find_clusters": False},
+        "EugoManagerExtension": manager_config,
     }

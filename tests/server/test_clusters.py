@@ -14,8 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +21,10 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local as launcher
+from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
 _shared: dict[str, Any] = {}
-
-
-async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
-    response = await jp_fetch(*parts, **kwargs)
-    return json.loads(response.body) if response.body else None
-
-
-async def _poll(
-    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
-) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
-        if ready(model):
-            return model
-        assert model["status"] != "error", model["error"]
-        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
-        await asyncio.sleep(0.5)
 
 
 async def _two_nodes(jp_fetch: Any) -> dict[str, Any]:
@@ -64,7 +45,7 @@ async def _two_nodes(jp_fetch: Any) -> dict[str, Any]:
             {"num_cpus": 1, "num_gpus": 1, "memory": None, "object_store_memory": None}
         ]
         _shared["id"] = model["id"]
-    model = await _poll(jp_fetch, _shared["id"], lambda m: m["status"] == "running")
+    model = await poll_model(jp_fetch, _shared["id"], lambda m: m["status"] == "running")
     _shared["record"] = json.loads(
         (
             Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo" / "clusters" / f"{model['id']}.json"
@@ -95,7 +76,7 @@ async def test_launch_shows_both_nodes_and_their_resources(jp_fetch: Any) -> Non
     assert worker["resources_total"]["CPU"] == 1 and worker["resources_total"]["GPU"] == 1
     assert worker["gpus"] == []  # declared, not real: NVML sees no device on this machine
     assert model["resources"]["total"]["CPU"] == 2 and model["resources"]["total"]["GPU"] == 1
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c["id"] for c in listed] == [model["id"]]
 
 
@@ -137,7 +118,7 @@ async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(
         start_new_session=True,
     )
     try:
-        model = await _poll(
+        model = await poll_model(
             jp_fetch,
             model["id"],
             lambda m: (
@@ -157,11 +138,11 @@ async def test_client_tasks_show_in_counts_and_infeasible_request_is_explained(
 
 async def test_activate_makes_new_kernels_use_the_cluster(jp_fetch: Any) -> None:
     model = await _two_nodes(jp_fetch)
-    activated = await _json(
+    activated = await fetch_json(
         jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}"
     )
     assert activated["active"] is True
-    assert (await _json(jp_fetch, "eugo", "clusters", model["id"]))["active"] is True
+    assert (await fetch_json(jp_fetch, "eugo", "clusters", model["id"]))["active"] is True
     # A new kernel process: same runtime folder, no address anywhere in its code or environment.
     probe = textwrap.dedent(
         """
@@ -172,20 +153,7 @@ async def test_activate_makes_new_kernels_use_the_cluster(jp_fetch: Any) -> None
         eugo.hpc.shutdown()
         """
     )
-    hidden = ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS", "RAY_AUTH_MODE")
-    env = {k: v for k, v in os.environ.items() if k not in hidden}
-    # In a thread: the server under test shares this event loop and must keep answering.
-    result = await asyncio.get_running_loop().run_in_executor(
-        None,
-        lambda: subprocess.run(
-            [sys.executable, "-c", probe],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE,
-            check=False,
-        ),
-    )
+    result = await run_as_new_kernel(probe, timeout_s=DEADLINE)
     assert result.returncode == 0, result.stderr[-2000:]
     address, source, alive = (
         part.strip() for part in result.stdout.strip().splitlines()[-1].split("|")
@@ -208,7 +176,7 @@ async def test_connect_to_the_running_cluster_and_detach(jp_fetch: Any) -> None:
     response = await jp_fetch("eugo", "clusters", attached["id"], method="DELETE")
     assert response.code == 204
     # Detaching leaves the cluster itself running.
-    still = await _json(jp_fetch, "eugo", "clusters", model["id"])
+    still = await fetch_json(jp_fetch, "eugo", "clusters", model["id"])
     assert still["status"] == "running" and len(still["nodes"]) == 2
 
 
@@ -286,7 +254,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     ]
     assert leftovers == []
     assert not Path(record["temp_dir"]).exists()
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    assert await fetch_json(jp_fetch, "eugo", "clusters") == []
     runtime = Path(os.environ["JUPYTER_RUNTIME_DIR"]) / "eugo"
     assert not (runtime / "clusters" / f"{model['id']}.json").exists()
     assert not (runtime / "active.json").exists()  # it was the active one

@@ -11,11 +11,7 @@ import json
 import os
 import secrets
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,64 +20,14 @@ import pytest
 
 from eugo_jupyter import _raytoken
 from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.client import ManagerClient
+from tests.fixtures.jupyter import jupyter_server
 
 DEADLINE = 300.0
 
 
-class Server:
-    """One `jupyter server` process with the extension on, and a JSON client for it."""
-
-    def __init__(self, runtime_dir: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.token = secrets.token_hex(16)
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime_dir)}
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-                f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-                "--ServerApp.jpserver_extensions={'eugo_jupyter': True}",
-            ],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            try:
-                self.call("GET", "/eugo/clusters")
-                return
-            except OSError:
-                assert self.process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.3)
-
-    def call(self, method: str, path: str, body: object = None) -> Any:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return json.loads(response.read() or b"null")
-
-    def launch_and_wait(self, body: dict[str, Any]) -> dict[str, Any]:
-        model = self.call("POST", "/eugo/clusters", body)
-        deadline = time.monotonic() + DEADLINE
-        while model["status"] == "starting":
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
-            model = self.call("GET", f"/eugo/clusters/{model['id']}")
-        assert model["status"] == "running", model["error"]
-        return model
-
-    def end(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def _launch(client: ManagerClient, body: dict[str, Any]) -> dict[str, Any]:
+    return client.wait_until_running(client.launch(body)["id"], timeout=DEADLINE)
 
 
 @pytest.fixture
@@ -110,11 +56,9 @@ def _ray_processes(record: dict[str, Any]) -> set[tuple[int, int]]:
 def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persistent_ones(
     runtime: Path,
 ) -> None:
-    first = Server(runtime)
-    second = None
-    try:
-        short = first.launch_and_wait({"kind": "local", "name": "short", "lifetime": "server"})
-        kept = first.launch_and_wait({"kind": "local", "name": "kept", "lifetime": "persistent"})
+    with jupyter_server(runtime, deadline_s=DEADLINE) as (first, process):
+        short = _launch(first, {"kind": "local", "name": "short", "lifetime": "server"})
+        kept = _launch(first, {"kind": "local", "name": "kept", "lifetime": "persistent"})
         short_record, kept_record = _record(runtime, short["id"]), _record(runtime, kept["id"])
         assert _ray_processes(short_record) and _ray_processes(kept_record)
 
@@ -122,8 +66,8 @@ def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persiste
         token = _raytoken.token_path()
         assert token.exists() and token.stat().st_mode & 0o077 == 0
 
-        first.process.send_signal(signal.SIGKILL)  # no exit hook of the server runs
-        first.process.wait()
+        process.send_signal(signal.SIGKILL)  # no exit hook of the server runs
+        process.wait()
 
         deadline = time.monotonic() + DEADLINE
         while _ray_processes(short_record):
@@ -136,17 +80,13 @@ def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persiste
             time.sleep(0.5)
         assert _ray_processes(kept_record), "the persistent cluster must survive the crash"
 
-        second = Server(runtime)
-        listed = {c["id"]: c for c in _ours(second.call("GET", "/eugo/clusters"))}
+    with jupyter_server(runtime, deadline_s=DEADLINE) as (second, _):
+        listed = {c["id"]: c for c in _ours(second.clusters())}
         assert list(listed) == [kept["id"]]
         assert listed[kept["id"]]["status"] == "running"
-        second.call("DELETE", f"/eugo/clusters/{kept['id']}")
+        second.shutdown(kept["id"])
         assert _ray_processes(kept_record) == set()
         assert not Path(kept_record["temp_dir"]).exists()
-    finally:
-        first.end()
-        if second is not None:
-            second.end()
 
 
 def test_a_forgotten_dead_clusters_folder_is_removed(runtime: Path) -> None:
@@ -176,10 +116,7 @@ def test_a_forgotten_dead_clusters_folder_is_removed(runtime: Path) -> None:
         time.sleep(0.3)
     assert Path(temp_dir).exists()
 
-    server = Server(runtime)
-    try:
-        assert _ours(server.call("GET", "/eugo/clusters")) == []
+    with jupyter_server(runtime, deadline_s=DEADLINE) as (client, _):
+        assert _ours(client.clusters()) == []
         assert not (records_dir / f"{cluster_id}.json").exists()
         assert not Path(temp_dir).exists()
-    finally:
-        server.end()

@@ -8,14 +8,12 @@ group of their own so the test can clean up after a failure by that group only.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server import discovery
 from eugo_jupyter.server.backends import local as launcher
+from tests.fixtures.jupyter import fetch_json, poll_json
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
 
@@ -66,14 +65,8 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
 
 
 @pytest.fixture
-def jp_server_config() -> dict[str, object]:
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"eugo_jupyter": True},
-            "allow_unauthenticated_access": False,
-        },
-        "EugoManagerExtension": {"find_clusters": True},
-    }
+def manager_config() -> dict[str, object]:
+    return {"find_clusters": True}
 
 
 @pytest.fixture(scope="module")
@@ -100,20 +93,16 @@ def heads() -> Iterator[dict[str, Any]]:
                 pass
 
 
-async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
-    response = await jp_fetch(*parts, **kwargs)
-    return json.loads(response.body) if response.body else None
-
-
 async def _found(jp_fetch: Any, address: str, present: bool = True) -> dict[str, Any] | None:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        listed = await _json(jp_fetch, "eugo", "clusters")
-        match = [m for m in listed if m["address"] == address and m["kind"] == "found"]
-        if bool(match) == present:
-            return match[0] if match else None
-        assert time.monotonic() < deadline, f"{address} found={not present}; listed: {listed}"
-        await asyncio.sleep(0.5)
+    def found(listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [m for m in listed if m["address"] == address and m["kind"] == "found"]
+
+    listed = await poll_json(
+        jp_fetch, ("eugo", "clusters"), lambda listed: bool(found(listed)) == present,
+        deadline_s=DEADLINE, what=f"{address} found={present}",
+    )  # fmt: skip
+    match = found(listed)
+    return match[0] if match else None
 
 
 async def test_heads_started_outside_the_manager_are_listed_as_found(
@@ -126,7 +115,7 @@ async def test_heads_started_outside_the_manager_are_listed_as_found(
     assert custom["found"]["temp_dir"] == heads["temp_dir"]
     assert default["found"]["temp_dir"] == "/tmp/ray"
     assert custom["dashboard_url"].startswith("http://127.0.0.1:")
-    one = await _json(jp_fetch, "eugo", "clusters", custom["id"])
+    one = await fetch_json(jp_fetch, "eugo", "clusters", custom["id"])
     assert one["address"] == heads["custom"]
 
 
@@ -149,7 +138,7 @@ async def test_connect_turns_it_into_a_connected_cluster(
 ) -> None:
     await _found(jp_fetch, heads["default"])
     body = {"kind": "connect", "address": heads["default"]}
-    connected = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    connected = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     assert connected["kind"] == "connect" and connected["status"] == "running"
     await _found(jp_fetch, heads["default"], present=False)  # listed once, as connected
     await jp_fetch("eugo", "clusters", connected["id"], method="DELETE")  # detaches only

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,10 @@ from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local as launcher
 from eugo_jupyter.server.expiry import Expiry
+from tests.fixtures.jupyter import fetch_json, poll_model
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
+POLL_S = 0.25  # polled often: the tests print how long after its limit a cluster stopped
 
 DRIVER = textwrap.dedent(
     """
@@ -38,29 +39,13 @@ DRIVER = textwrap.dedent(
 )
 
 
-async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
-    response = await jp_fetch(*parts, **kwargs)
-    return json.loads(response.body) if response.body else None
-
-
-async def _poll(
-    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
-) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
-        if ready(model):
-            return model
-        assert model["status"] != "error", model["error"]
-        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
-        await asyncio.sleep(0.25)
-
-
 async def _launch(jp_fetch: Any, **limits: float) -> dict[str, Any]:
     body = {"kind": "local", "name": "limited", "head": {"num_cpus": 1}, **limits}
-    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     assert model["expiry"]["fired"] is None
-    return await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+    return await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "running", interval_s=POLL_S
+    )
 
 
 def _record(cluster_id: str) -> dict[str, Any]:
@@ -102,10 +87,14 @@ async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) 
     model = await _launch(jp_fetch, idle_timeout=4)
     running_at = time.monotonic()
     record = _record(model["id"])
-    counting = await _poll(jp_fetch, model["id"], lambda m: m["expiry"]["stops_in"] is not None)
+    counting = await poll_model(
+        jp_fetch, model["id"], lambda m: m["expiry"]["stops_in"] is not None, interval_s=POLL_S
+    )
     assert counting["expiry"]["stops_because"] == "idle"
     assert 0 <= counting["expiry"]["stops_in"] <= 4
-    stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+    stopped = await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "stopped", interval_s=POLL_S
+    )
     print(f"idle_timeout=4 s: stopped {time.monotonic() - running_at:.1f} s after running")
     assert stopped["expiry"]["fired"] == "idle"
     assert stopped["expiry"]["reason"] == (
@@ -114,7 +103,7 @@ async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) 
     assert stopped["nodes"] == []
     assert launcher.owned_groups(record["pgids"], record["temp_dir"]) == []
     assert _record(model["id"])["stop_reason"] == stopped["expiry"]["reason"]
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [m["status"] for m in listed if m["id"] == model["id"]] == ["stopped"]
     await _remove(jp_fetch, model)
 
@@ -129,7 +118,7 @@ async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) 
         # Watch for two idle timeouts with the kernel connected: it must stay up.
         until = time.monotonic() + 20
         while time.monotonic() < until:
-            seen = await _json(jp_fetch, "eugo", "clusters", model["id"])
+            seen = await fetch_json(jp_fetch, "eugo", "clusters", model["id"])
             assert seen["status"] == "running", seen
             await asyncio.sleep(0.5)
         assert seen["expiry"]["idle_for"] is None and seen["expiry"]["stops_in"] is None
@@ -137,7 +126,9 @@ async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) 
         assert driver.stdin is not None
         driver.stdin.close()  # the kernel disconnects
         driver.wait(timeout=DEADLINE)
-    stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+    stopped = await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "stopped", interval_s=POLL_S
+    )
     assert stopped["expiry"]["fired"] == "idle"
     await _remove(jp_fetch, model)
 
@@ -148,7 +139,9 @@ async def test_max_lifetime_stops_even_a_busy_cluster(jp_fetch: Any) -> None:
     model = await _launch(jp_fetch, max_lifetime=30, idle_timeout=3600)
     try:
         await loop.run_in_executor(None, _connect, driver, model["address"])
-        stopped = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped")
+        stopped = await poll_model(
+            jp_fetch, model["id"], lambda m: m["status"] == "stopped", interval_s=POLL_S
+        )
     finally:
         driver.kill()
         driver.wait()
@@ -173,7 +166,7 @@ async def test_bad_limits_are_refused_with_the_fix(
         await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(body))
     assert err.value.code == 400
     assert message in json.loads(err.value.response.body)["message"]
-    assert await _json(jp_fetch, "eugo", "clusters") == []
+    assert await fetch_json(jp_fetch, "eugo", "clusters") == []
 
 
 def test_without_limits_nothing_counts_down() -> None:

@@ -8,13 +8,10 @@ for what ends it (a one-minute wall time) or keeps it from starting (more CPUs t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 
 DEADLINE = 1200.0  # the machine is shared and Ray starts slowly under load: we poll, never time
@@ -43,32 +41,21 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
 
 
 @pytest.fixture
-def jp_server_config(slurm: Slurm) -> dict[str, object]:
+def manager_config(slurm: Slurm) -> dict[str, object]:
     return {
-        "ServerApp": {
-            "jpserver_extensions": {"eugo_jupyter": True},
-            "allow_unauthenticated_access": False,
-        },
-        "EugoManagerExtension": {
-            "slurm_shared_dir": str(slurm.folder / "shared"),
-            "profiles": [
-                {
-                    "name": "debug, 2 nodes",
-                    "description": "Two nodes of the debug partition for ten minutes.",
-                    "body": {
-                        "kind": "slurm",
-                        "slurm": {"partition": "debug", "nodes": 2, "walltime": "00:10:00"},
-                    },
-                    "editable": ["slurm.walltime"],
-                }
-            ],
-        },
+        "slurm_shared_dir": str(slurm.folder / "shared"),
+        "profiles": [
+            {
+                "name": "debug, 2 nodes",
+                "description": "Two nodes of the debug partition for ten minutes.",
+                "body": {
+                    "kind": "slurm",
+                    "slurm": {"partition": "debug", "nodes": 2, "walltime": "00:10:00"},
+                },
+                "editable": ["slurm.walltime"],
+            }
+        ],
     }
-
-
-async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
-    response = await jp_fetch(*parts, **kwargs)
-    return json.loads(response.body) if response.body else None
 
 
 async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
@@ -81,17 +68,19 @@ async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
 async def _poll(
     jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool], seen: list[str]
 ) -> dict[str, Any]:
-    """Poll the model until ``ready``; ``seen`` collects the SLURM states of the head job."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
+    """Poll the model until ``ready``; ``seen`` collects the SLURM states of the head job.
+
+    An "error" model keeps being polled: a job SLURM holds can still start."""
+
+    def note(model: dict[str, Any]) -> None:
         jobs = model.get("slurm", {}).get("jobs", [])
         if jobs and (not seen or seen[-1] != jobs[0]["state"]):
             seen.append(jobs[0]["state"])
-        if ready(model):
-            return model
-        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
-        await asyncio.sleep(1)
+
+    return await poll_model(
+        jp_fetch, cluster_id, ready,
+        deadline_s=DEADLINE, interval_s=1, each=note, stop_on_error=False,
+    )  # fmt: skip
 
 
 def _squeue(slurm: Slurm) -> str:
@@ -126,7 +115,7 @@ BODY = {
 async def test_preview_returns_the_script_that_is_then_submitted(
     jp_fetch: Any, slurm: Slurm
 ) -> None:
-    plan = await _json(
+    plan = await fetch_json(
         jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps(BODY)
     )
     assert plan["kind"] == "slurm"
@@ -138,7 +127,7 @@ async def test_preview_returns_the_script_that_is_then_submitted(
     assert "start --head --block" in head
     assert [c[0] for c in plan["commands"]] == ["sbatch", "sbatch"]
     assert _squeue(slurm) == ""  # a preview submits nothing
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
     response = await jp_fetch("eugo", "clusters", method="POST", body=json.dumps(BODY))
@@ -207,7 +196,7 @@ async def _running(jp_fetch: Any) -> dict[str, Any]:
 
 async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch: Any) -> None:
     model = await _running(jp_fetch)
-    activated = await _json(
+    activated = await fetch_json(
         jp_fetch, "eugo", "clusters", model["id"], "activate", method="POST", body="{}"
     )
     assert activated["active"] is True
@@ -230,19 +219,7 @@ async def test_a_kernel_on_the_active_cluster_runs_a_task_on_the_worker(jp_fetch
         eugo.hpc.shutdown()
         """
     )
-    hidden = ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS", "RAY_AUTH_MODE")
-    env = {k: v for k, v in os.environ.items() if k not in hidden}
-    result = await asyncio.get_running_loop().run_in_executor(
-        None,
-        lambda: subprocess.run(
-            [sys.executable, "-c", probe, head_node],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE,
-            check=False,
-        ),  # fmt: skip
-    )
+    result = await run_as_new_kernel(probe, head_node, timeout_s=DEADLINE)
     assert result.returncode == 0, result.stderr[-2000:]
     source, on_worker = (p.strip() for p in result.stdout.strip().splitlines()[-1].split("|"))
     assert source == "active cluster 'on slurm'"
@@ -261,7 +238,9 @@ async def test_add_and_remove_a_worker_node(jp_fetch: Any, slurm: Slurm) -> None
     )
     assert model["slurm"]["jobs"][-1]["state"] == "RUNNING"
 
-    model = await _json(jp_fetch, "eugo", "clusters", cluster_id, "nodes", added, method="DELETE")
+    model = await fetch_json(
+        jp_fetch, "eugo", "clusters", cluster_id, "nodes", added, method="DELETE"
+    )
     assert [j["id"] for j in model["slurm"]["jobs"]] == [j["id"] for j in jobs[:2]]
     assert added not in _squeue(slurm).split()
     assert _ray_processes_of([added]) == []
@@ -282,7 +261,7 @@ async def test_shutdown_cancels_the_jobs_and_leaves_no_ray_process(
     assert _squeue(slurm) == ""
     assert _ray_processes_of(jobs) == []
     assert not Path(model["slurm"]["dir"]).exists()
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
@@ -290,7 +269,7 @@ async def test_more_cpus_than_a_node_has_is_explained_and_never_spins(
     jp_fetch: Any, slurm: Slurm
 ) -> None:
     body = {"kind": "slurm", "name": "too big", "slurm": {"cpus_per_node": 64, "walltime": "5"}}
-    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     try:
         model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "error", [])
         job = model["slurm"]["jobs"][0]
@@ -310,7 +289,7 @@ async def test_a_bad_partition_is_refused_with_slurms_message(jp_fetch: Any, slu
     code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     assert code == 400
     assert "invalid partition specified: nope" in message
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
     assert list((slurm.folder / "shared").glob("c-*")) == []  # nothing half made is left
 
@@ -319,7 +298,7 @@ async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
     jp_fetch: Any, slurm: Slurm
 ) -> None:
     body = {"kind": "slurm", "name": "short", "slurm": {"walltime": "1"}}
-    model = await _json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
     seen: list[str] = []
     model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped", seen)
     assert "RUNNING" in seen
@@ -329,15 +308,15 @@ async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
 
     assert records.read_record(model["id"]) is None  # kernels no longer pick it
     await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    listed = await _json(jp_fetch, "eugo", "clusters")
+    listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
 async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch: Any) -> None:
-    profiles = await _json(jp_fetch, "eugo", "profiles")
+    profiles = await fetch_json(jp_fetch, "eugo", "profiles")
     assert [p["name"] for p in profiles] == ["debug, 2 nodes"]
     assert profiles[0]["editable"] == ["slurm.walltime"]
-    plan = await _json(
+    plan = await fetch_json(
         jp_fetch, "eugo", "clusters", "preview", method="POST",
         body=json.dumps({"profile": "debug, 2 nodes", "slurm": {"walltime": "00:05:00"}}),
     )  # fmt: skip

@@ -13,8 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local
+from tests.fixtures.jupyter import fetch_json, poll_model
 from tests.testbed import TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -53,24 +53,6 @@ def _body(bed: TestBed, hosts: list[int], **ssh: Any) -> dict[str, Any]:
     }
 
 
-async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
-    response = await jp_fetch(*parts, **kwargs)
-    return json.loads(response.body) if response.body else None
-
-
-async def _poll(
-    jp_fetch: Any, cluster_id: str, ready: Callable[[dict[str, Any]], bool]
-) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        model = await _json(jp_fetch, "eugo", "clusters", cluster_id)
-        if ready(model):
-            return model
-        assert model["status"] != "error", json.dumps(model)[-3000:]
-        assert time.monotonic() < deadline, f"condition not met; last model: {model}"
-        await asyncio.sleep(0.5)
-
-
 def _left_on_hosts(model: dict[str, Any]) -> list[str]:
     """Processes of the cluster's nodes still alive (the bed shares this machine's pid space)."""
     folders = [h["temp_dir"] for h in model["ssh"]["hosts"]]
@@ -87,7 +69,7 @@ def _left_on_hosts(model: dict[str, Any]) -> list[str]:
 
 
 async def test_preview_names_each_hosts_command(jp_fetch: Any, bed: TestBed) -> None:
-    plan = await _json(
+    plan = await fetch_json(
         jp_fetch, "eugo", "clusters", "preview", method="POST",
         body=json.dumps(_body(bed, [0, 1])),
     )  # fmt: skip
@@ -173,10 +155,12 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
     jp_fetch: Any, bed: TestBed
 ) -> None:
     h1, h2 = bed.hosts[0], bed.hosts[1]
-    model = await _json(
+    model = await fetch_json(
         jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(_body(bed, [0, 1]))
     )
-    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+    model = await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "running", deadline_s=DEADLINE
+    )
     try:
         assert [h["status"] for h in model["ssh"]["hosts"]] == ["joined", "joined"], model["ssh"]
         addresses = sorted(n["address"] for n in model["nodes"] if n["alive"])
@@ -202,11 +186,14 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
             assert driver.stdout is not None
             line = await loop.run_in_executor(None, driver.stdout.readline)
             assert line.strip() == "submitted", line
-            await _poll(jp_fetch, model["id"], lambda m: m["tasks"]["running"] >= 3)
+            await poll_model(
+                jp_fetch, model["id"], lambda m: m["tasks"]["running"] >= 3, deadline_s=DEADLINE
+            )
             bed.remove(h2)  # the machine is gone, with everything on it
-            lost = await _poll(
+            lost = await poll_model(
                 jp_fetch, model["id"],
                 lambda m: any(n["address"] == h2.address and not n["alive"] for n in m["nodes"]),
+                deadline_s=DEADLINE,
             )  # fmt: skip
             assert lost["status"] == "running"
             # Bounded: a driver stuck in `get` fails the test instead of hanging the suite.
@@ -233,10 +220,12 @@ async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_res
     jp_fetch: Any, bed: TestBed
 ) -> None:
     h1, no_ray, refuses = bed.hosts[0], bed.hosts[2], bed.hosts[3]
-    model = await _json(
+    model = await fetch_json(
         jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(_body(bed, [0, 2, 3]))
     )
-    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "running")
+    model = await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "running", deadline_s=DEADLINE
+    )
     try:
         hosts = {h["host"]: h for h in model["ssh"]["hosts"]}
         assert hosts[h1.address]["status"] == "joined"

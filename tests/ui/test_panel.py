@@ -107,6 +107,17 @@ def launch_from_form(panel: Any, name: str) -> Any:
     return card
 
 
+def shut_down_through_dialog(page: Any, card: Any, says: str) -> None:
+    """Shut the card's cluster down as a user does: the button, a dialog that ``says`` what will
+    happen, accept; returns once the card is gone."""
+    card.get_by_role("button", name="Shut down").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(state="visible")
+    assert says in dialog.inner_text()
+    dialog.locator(".jp-mod-accept").click()
+    card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
+
+
 def new_notebook(page: Any) -> None:
     """A notebook with the default Python kernel, from the Launcher's Notebook card."""
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()

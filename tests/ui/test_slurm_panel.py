@@ -15,7 +15,12 @@ import pytest
 
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
+from tests.ui.test_panel import (
+    CLUSTER_TIMEOUT_MS,
+    SIDEBAR,
+    open_sidebar,
+    shut_down_through_dialog,
+)
 
 pytestmark = pytest.mark.ui
 
@@ -98,12 +103,7 @@ def test_pick_slurm_preview_launch_and_shut_down(
     )
     panel.screenshot(path=str(artifacts / "panel-slurm-running.png"))
 
-    card.get_by_role("button", name="Shut down").click()
-    dialog = page.locator(".jp-Dialog")
-    dialog.wait_for(state="visible")
-    assert "SLURM jobs are cancelled" in dialog.inner_text()
-    dialog.locator(".jp-mod-accept").click()
-    card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
+    shut_down_through_dialog(page, card, "SLURM jobs are cancelled")
     assert _queued(slurm) == ""
     _, clusters = lab.api("GET", "eugo/clusters")
     assert clusters == []

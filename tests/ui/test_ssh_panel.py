@@ -19,7 +19,12 @@ from eugo_jupyter.server.backends import local
 from tests.server.test_ssh import _left_on_hosts
 from tests.testbed import TestBed, available
 from tests.ui.conftest import Lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
+from tests.ui.test_panel import (
+    CLUSTER_TIMEOUT_MS,
+    SIDEBAR,
+    open_sidebar,
+    shut_down_through_dialog,
+)
 
 pytestmark = [pytest.mark.ui, pytest.mark.skipif(available() is not None, reason=str(available()))]
 
@@ -71,12 +76,7 @@ def test_launch_on_ssh_hosts_shows_each_host_and_its_node_then_shuts_down(
     panel.screenshot(path=str(artifacts / "panel-ssh-running.png"))
     _, (model,) = lab.api("GET", "eugo/clusters")
 
-    card.get_by_role("button", name="Shut down").click()
-    dialog = page.locator(".jp-Dialog")
-    dialog.wait_for(state="visible")
-    assert "Every Ray process of this cluster stops" in dialog.inner_text()
-    dialog.locator(".jp-mod-accept").click()
-    card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
+    shut_down_through_dialog(page, card, "Every Ray process of this cluster stops")
     _, clusters = lab.api("GET", "eugo/clusters")
     assert clusters == []
     assert _left_on_hosts(model) == []

@@ -1,11 +1,12 @@
-// Form pieces every launch and connect form shares: a labelled text field, the lifetime choice
-// and the submit row, so the forms differ only in what they ask.
+// Form pieces every launch and connect form shares: labelled text and number fields, the
+// cluster name, the lifetime choice and the submit row, so the forms differ only in what they ask.
 import * as React from 'react';
 
 import { Lifetime } from '../api';
 
-export const NAME_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]{0,63}';
-export const NAME_TITLE =
+// The names the server accepts (it checks them again and answers 400 with the same rule).
+const NAME_PATTERN = '[A-Za-z0-9][A-Za-z0-9 ._\\-]{0,63}';
+const NAME_TITLE =
   "1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit";
 
 interface ITextFieldProps {
@@ -40,8 +41,8 @@ export function TextField(props: ITextFieldProps): JSX.Element {
   );
 }
 
-interface INumberFieldProps {
-  label: string;
+interface INumberInputProps {
+  ariaLabel: string;
   value: number;
   onChange: (value: number) => void;
   min: number;
@@ -49,30 +50,65 @@ interface INumberFieldProps {
   disabled?: boolean;
 }
 
-export function NumberField({
-  label,
+/** A required whole number; an emptied input shows empty (its value is NaN until refilled). */
+export function NumberInput({
+  ariaLabel,
   value,
   onChange,
   min,
   max,
   disabled
-}: INumberFieldProps) {
+}: INumberInputProps): JSX.Element {
+  return (
+    <input
+      className="jp-mod-styled eugo-Input eugo-mod-number"
+      type="number"
+      min={min}
+      max={max}
+      step={1}
+      required
+      disabled={disabled}
+      aria-label={ariaLabel}
+      value={Number.isNaN(value) ? '' : value}
+      onChange={e => onChange(e.currentTarget.valueAsNumber)}
+    />
+  );
+}
+
+interface INumberFieldProps extends Omit<INumberInputProps, 'ariaLabel'> {
+  label: string;
+}
+
+export function NumberField({
+  label,
+  ...input
+}: INumberFieldProps): JSX.Element {
   return (
     <label className="eugo-Field">
       <span>{label}</span>
-      <input
-        className="jp-mod-styled eugo-Input eugo-mod-number"
-        type="number"
-        min={min}
-        max={max}
-        step={1}
-        required
-        disabled={disabled}
-        aria-label={label}
-        value={Number.isNaN(value) ? '' : value}
-        onChange={e => onChange(e.currentTarget.valueAsNumber)}
-      />
+      <NumberInput ariaLabel={label} {...input} />
     </label>
+  );
+}
+
+/** The cluster's name, as every launch form asks it. */
+export function ClusterNameField({
+  value,
+  onChange
+}: {
+  value: string;
+  onChange: (value: string) => void;
+}): JSX.Element {
+  return (
+    <TextField
+      label="Name"
+      ariaLabel="Cluster name"
+      required
+      pattern={NAME_PATTERN}
+      title={NAME_TITLE}
+      value={value}
+      onChange={onChange}
+    />
   );
 }
 

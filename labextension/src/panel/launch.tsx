@@ -6,11 +6,10 @@ import * as React from 'react';
 import { ILocalRequest, INodeSpec, Lifetime } from '../api';
 import { CommandIDs } from '../commands';
 import {
+  ClusterNameField,
   FormActions,
   LifetimeField,
-  NAME_PATTERN,
-  NAME_TITLE,
-  TextField,
+  NumberInput,
   usePending
 } from './fields';
 
@@ -31,31 +30,19 @@ function NodeRow({
   return (
     <div className="eugo-NodeSpec" data-node={slug}>
       <span className="eugo-NodeSpec-label">{label}</span>
-      <input
-        className="jp-mod-styled eugo-Input eugo-mod-number"
-        type="number"
+      <NumberInput
+        ariaLabel={`${label} CPUs`}
         min={0}
         max={1024}
-        step={1}
-        required
-        aria-label={`${label} CPUs`}
-        value={Number.isNaN(spec.num_cpus) ? '' : spec.num_cpus}
-        onChange={e =>
-          onChange({ ...spec, num_cpus: e.currentTarget.valueAsNumber })
-        }
+        value={spec.num_cpus}
+        onChange={n => onChange({ ...spec, num_cpus: n })}
       />
-      <input
-        className="jp-mod-styled eugo-Input eugo-mod-number"
-        type="number"
+      <NumberInput
+        ariaLabel={`${label} GPUs`}
         min={0}
         max={64}
-        step={1}
-        required
-        aria-label={`${label} GPUs`}
-        value={Number.isNaN(spec.num_gpus) ? '' : spec.num_gpus}
-        onChange={e =>
-          onChange({ ...spec, num_gpus: e.currentTarget.valueAsNumber })
-        }
+        value={spec.num_gpus}
+        onChange={n => onChange({ ...spec, num_gpus: n })}
       />
       {onRemove ? (
         <button
@@ -105,15 +92,7 @@ export function LaunchForm({
 
   return (
     <form className="eugo-Form eugo-LaunchForm" onSubmit={onSubmit}>
-      <TextField
-        label="Name"
-        ariaLabel="Cluster name"
-        required
-        pattern={NAME_PATTERN}
-        title={NAME_TITLE}
-        value={name}
-        onChange={setName}
-      />
+      <ClusterNameField value={name} onChange={setName} />
       <div className="eugo-NodeGrid" role="group" aria-label="Nodes">
         <span className="eugo-NodeGrid-heading">Node</span>
         <span className="eugo-NodeGrid-heading">CPUs</span>

@@ -13,10 +13,9 @@ import {
 } from '../api';
 import { CommandIDs, reportError } from '../commands';
 import {
+  ClusterNameField,
   FormActions,
   LifetimeField,
-  NAME_PATTERN,
-  NAME_TITLE,
   NumberField,
   TextField,
   usePending
@@ -182,15 +181,7 @@ export function SlurmForm({
           </select>
         </label>
       )}
-      <TextField
-        label="Name"
-        ariaLabel="Cluster name"
-        required
-        pattern={NAME_PATTERN}
-        title={NAME_TITLE}
-        value={name}
-        onChange={setName}
-      />
+      <ClusterNameField value={name} onChange={setName} />
       {text('Partition', 'partition', 'default')}
       {text('Account', 'account', 'optional')}
       {text(
