@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
