@@ -48,16 +48,19 @@ interface INumberInputProps {
   min: number;
   max: number;
   disabled?: boolean;
+  /** Whether the form may be sent with the input emptied (default: it may not). */
+  required?: boolean;
 }
 
-/** A required whole number; an emptied input shows empty (its value is NaN until refilled). */
+/** A whole number; an emptied input shows empty (its value is NaN until refilled). */
 export function NumberInput({
   ariaLabel,
   value,
   onChange,
   min,
   max,
-  disabled
+  disabled,
+  required = true
 }: INumberInputProps): JSX.Element {
   return (
     <input
@@ -66,7 +69,7 @@ export function NumberInput({
       min={min}
       max={max}
       step={1}
-      required
+      required={required}
       disabled={disabled}
       aria-label={ariaLabel}
       value={Number.isNaN(value) ? '' : value}

@@ -5,6 +5,7 @@ import * as React from 'react';
 
 import { ICluster, requestAPI } from '../api';
 import { CommandIDs } from '../commands';
+import { FormActions, NumberField, TextField } from './fields';
 
 /** One host of an ssh cluster, as the server reports it (`model.ssh.hosts[]`). */
 export interface ISshHost {
@@ -165,44 +166,6 @@ export function SshLaunchForm({
     }
   };
 
-  const text = (
-    label: string,
-    value: string,
-    set: (v: string) => void,
-    hint: string
-  ) => (
-    <label className="eugo-Field">
-      <span>{label}</span>
-      <input
-        className="jp-mod-styled eugo-Input"
-        type="text"
-        aria-label={label}
-        placeholder={hint}
-        value={value}
-        onChange={e => set(e.currentTarget.value)}
-      />
-    </label>
-  );
-  const number = (
-    label: string,
-    value: number,
-    set: (v: number) => void,
-    max: number
-  ) => (
-    <label className="eugo-Field">
-      <span>{label}</span>
-      <input
-        className="jp-mod-styled eugo-Input eugo-mod-number"
-        type="number"
-        min={0}
-        max={max}
-        aria-label={label}
-        value={Number.isNaN(value) ? '' : value}
-        onChange={e => set(e.currentTarget.valueAsNumber)}
-      />
-    </label>
-  );
-
   return (
     <form className="eugo-Form eugo-SshForm" onSubmit={onSubmit}>
       <label className="eugo-Field">
@@ -216,12 +179,51 @@ export function SshLaunchForm({
           onChange={e => setHosts(e.currentTarget.value)}
         />
       </label>
-      {text('User', user, setUser, 'your user name')}
-      {text('Key file', keyFile, setKeyFile, '~/.ssh/id_ed25519')}
-      {number('Port', port, setPort, 65535)}
-      {text('Ray path', rayPath, setRayPath, 'ray (on the hosts)')}
-      {number('CPUs per host', cpus, setCpus, 1024)}
-      {number('GPUs per host', gpus, setGpus, 64)}
+      <TextField
+        label="User"
+        ariaLabel="User"
+        placeholder="your user name"
+        value={user}
+        onChange={setUser}
+      />
+      <TextField
+        label="Key file"
+        ariaLabel="Key file"
+        placeholder="~/.ssh/id_ed25519"
+        value={keyFile}
+        onChange={setKeyFile}
+      />
+      <NumberField
+        label="Port"
+        value={port}
+        onChange={setPort}
+        min={0}
+        max={65535}
+        required={false}
+      />
+      <TextField
+        label="Ray path"
+        ariaLabel="Ray path"
+        placeholder="ray (on the hosts)"
+        value={rayPath}
+        onChange={setRayPath}
+      />
+      <NumberField
+        label="CPUs per host"
+        value={cpus}
+        onChange={setCpus}
+        min={0}
+        max={1024}
+        required={false}
+      />
+      <NumberField
+        label="GPUs per host"
+        value={gpus}
+        onChange={setGpus}
+        min={0}
+        max={64}
+        required={false}
+      />
       <fieldset className="eugo-Lifetime">
         <legend>Head</legend>
         <label>
@@ -248,15 +250,11 @@ export function SshLaunchForm({
           {error}
         </div>
       )}
-      <div className="eugo-Form-actions">
-        <button
-          type="submit"
-          className="jp-Button jp-mod-styled jp-mod-accept"
-          disabled={pending}
-        >
-          {pending ? 'Launching…' : 'Launch on SSH hosts'}
-        </button>
-      </div>
+      <FormActions
+        pending={pending}
+        label="Launch on SSH hosts"
+        pendingLabel="Launching…"
+      />
     </form>
   );
 }
