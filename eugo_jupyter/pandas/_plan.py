@@ -98,29 +98,34 @@ class Plan:
         return text
 
 
-def sample_cost(run: Callable[[int], int], rows: int) -> float:
+def sample_cost(
+    run: Callable[[int], int], rows: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Seconds per row: ``run(k)`` runs the function on about k sample rows (returns rows done).
 
     Rounds double from 8 rows until the sample has run ``SAMPLE_S`` (two rounds at least) or
     covers ``SAMPLE_SHARE`` of the rows. The cost per row is the slope between the smallest
     and the largest round, so the fixed cost of one pandas call (a millisecond or more on a busy
-    machine) is not mistaken for row work.
+    machine) is not mistaken for row work. A round slower than a later, larger one was paying
+    for a cold start (the process's first pandas call, its first use of the function): it is
+    dropped, and the rounds go on until two warm ones remain.
 
     >>> sample_cost(lambda k: k, 100_000) < 1e-3     # a "function" that costs nothing
     True
     """
     limit = max(1, int(rows * SAMPLE_SHARE))
-    k, done, spent = min(8, limit), 0, 0.0
+    k, done = min(8, limit), 0
     rounds: list[tuple[int, float]] = []
     while True:
-        began = time.perf_counter()
+        began = clock()
         got = run(k)
-        seconds = time.perf_counter() - began
-        spent += seconds
+        seconds = clock() - began
         done += got
         if got:
+            rounds = [r for r in rounds if r[1] < seconds]  # more rows took less time: cold
             rounds.append((got, seconds))
         k *= 2
+        spent = sum(r[1] for r in rounds)  # warm rounds only
         # Two rounds at least: one round alone cannot tell row work from fixed cost.
         if not got or (spent >= SAMPLE_S and len(rounds) >= 2) or done + k > limit:
             break
