@@ -5,12 +5,14 @@ One run, ratios in the same run, a printed table. Usage:
     pip install -e ".[bench]"
     python benchmarks/bench_pandas.py              # the issue's 2,000,000 rows
     python benchmarks/bench_pandas.py --rows 200000
+    python benchmarks/bench_pandas.py --other-python /tmp/pd2/bin/python   # + Modin, pandarallel
 
 Every way gets 2 CPUs: the embedded Ray has 2, Dask gets 2 processes (its processes scheduler
 with npartitions=2*cores and one partition per chunk, and a distributed.LocalCluster of 2
 workers), pandarallel 2 workers, Modin runs on the same 2-CPU Ray. An anchor that is not
-installed is skipped with the reason printed (Modin: its latest release requires pandas<2.4,
-so the ``bench`` extra leaves it out; install it in a separate environment to compare).
+installed is skipped with the reason printed. Modin (0.37, its latest) and pandarallel (1.6.5)
+need pandas<2.4 and eugo_jupyter needs pandas 3, so they run in an environment of their own in
+the same run: ``--other-python /tmp/pd2/bin/python`` (see pandas_workload.py for how to make it).
 
 Cases: a row function of about 20 µs (``df.apply(fn, axis=1)``); a groupby-apply with skewed
 group sizes (one group holds a third of the rows); a small frame (10,000 rows, a fast function)
@@ -22,60 +24,43 @@ process (resident memory above its baseline, object-store pages it maps included
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+import cloudpickle
 import pandas as pd
-from ray import cloudpickle
+from ray import cloudpickle as ray_cloudpickle
 
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import PandasFallbackWarning
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-CPUS = 2
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pandas_workload as workload
+from pandas_workload import (
+    CPUS,
+    Row,
+    dask_rows,
+    fast_fn,
+    group_fn,
+    machine_ceiling,
+    make_frame,
+    modin_pandarallel_rows,
+    row_fn,
+    timed,
+)
 
-def spin(seconds: float) -> None:
-    """Burn this much CPU time (thread time: on a busy machine a slice still costs the same)."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
-
-def row_fn(row: Any) -> float:
-    spin(15e-6)  # with pandas' own per-row cost, about 20 µs a row
-    return row["a"] * row["b"] + row["c"]
-
-
-def fast_fn(row: Any) -> float:
-    return row["a"] + row["b"]
-
-
-def group_fn(group: pd.DataFrame) -> float:
-    spin(2e-6 * len(group))  # work grows with the group
-    return float(group["b"].sum())
-
-
-def make_frame(rows: int) -> pd.DataFrame:
-    rng = np.random.default_rng(1)
-    # One group holds a third of the rows; the rest is spread over 2,000 small groups.
-    keys = np.where(rng.random(rows) < 1 / 3, 0, rng.integers(1, 2001, rows))
-    return pd.DataFrame(
-        {"a": rng.integers(0, 100, rows), "b": rng.random(rows), "c": rng.random(rows), "k": keys}
-    )
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    began = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - began, value
+# Workers of Ray and Dask get the workload by value: neither has this folder on its path.
+for pickler in (cloudpickle, ray_cloudpickle):
+    pickler.register_pickle_by_value(workload)
 
 
 class PeakRSS:
@@ -109,66 +94,37 @@ class PeakRSS:
         return self.peak - self.base
 
 
-def anchors(df: pd.DataFrame, rows: list[tuple[str, float | None, str]]) -> None:
-    """Dask (processes, LocalCluster), Modin on Ray, pandarallel; skipped when missing."""
-    meta = ("x", "f8")
+def other_environment(python: str, rows: int) -> tuple[list[Row], str]:
+    """Run pandas_workload.py under another interpreter (Modin and pandarallel need pandas<2.4)."""
+    script = Path(__file__).resolve().with_name("pandas_workload.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "PYTHONPATH"))}
     try:
-        import dask
-        import dask.dataframe as dd
-
-        ddf = dd.from_pandas(df, npartitions=2 * CPUS)
-        job = ddf.map_partitions(lambda p: p.apply(row_fn, axis=1), meta=meta)
-        with dask.config.set(scheduler="processes", num_workers=CPUS, chunksize=1):
-            seconds, _ = timed(lambda: job.compute())
-        rows.append(("dask map_partitions, processes (chunksize=1)", seconds, ""))
-    except ImportError as exc:
-        rows.append(("dask map_partitions, processes", None, f"skipped: {exc}"))
-    try:
-        from distributed import Client, LocalCluster
-
-        with (
-            LocalCluster(
-                n_workers=CPUS,
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-            ) as cluster,
-            Client(cluster),
-        ):
-            import dask.dataframe as dd
-
-            ddf = dd.from_pandas(df, npartitions=2 * CPUS)
-            job = ddf.map_partitions(lambda p: p.apply(row_fn, axis=1), meta=meta)
-            seconds, _ = timed(lambda: job.compute())
-        rows.append(("dask map_partitions, LocalCluster(2)", seconds, ""))
-    except ImportError as exc:
-        rows.append(("dask map_partitions, LocalCluster(2)", None, f"skipped: {exc}"))
-    try:
-        import modin.config
-        import modin.pandas as mpd
-
-        modin.config.Engine.put("ray")  # the same 2-CPU Ray as eugo
-        seconds, _ = timed(lambda: mpd.DataFrame(df).apply(row_fn, axis=1)._to_pandas())
-        rows.append(("modin on Ray, from pandas and back", seconds, ""))
-    except ImportError:
-        rows.append(("modin on Ray", None, "skipped: not installed (modin 0.37 needs pandas<2.4)"))
-    except Exception as exc:  # noqa: BLE001 - an anchor that fails is reported, not fatal
-        rows.append(("modin on Ray", None, f"skipped: {type(exc).__name__}: {exc}"[:120]))
-    try:
-        from pandarallel import pandarallel
-
-        pandarallel.initialize(nb_workers=CPUS, progress_bar=False, verbose=0)
-        seconds, _ = timed(lambda: df.parallel_apply(row_fn, axis=1))
-        rows.append(("pandarallel parallel_apply", seconds, ""))
-    except Exception as exc:  # noqa: BLE001
-        rows.append(("pandarallel", None, f"skipped: {type(exc).__name__}: {exc}"[:120]))
+        done = subprocess.run(
+            [python, str(script), "--rows", str(rows)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+            check=True,
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        tail = getattr(exc, "stderr", "") or ""
+        return [("other environment", None, f"skipped: {exc} {tail[-200:]}")], ""
+    where = f"pandas {found['pandas_version']}, Python {found['python']}"
+    label = f"pandas {found['pandas_version']} df.apply (other env)"
+    pandas_row: Row = (label, found["pandas_s"], "")
+    return [pandas_row, *[tuple(row) for row in found["rows"]]], where
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--no-anchors", action="store_true")
+    parser.add_argument(
+        "--other-python",
+        help="an interpreter with pandas<2.4, Modin and pandarallel (see pandas_workload.py)",
+    )
     args = parser.parse_args()
     load = os.getloadavg()
     # No dashboard: nothing here reads it, and it is most of what a start costs on a busy machine.
@@ -177,7 +133,8 @@ def main() -> None:
     df.iloc[:2000].eugo.apply(row_fn, axis=1, partitions=2)  # workers up, as in a warm session
     frame_bytes = int(df.memory_usage(deep=True).sum())
 
-    rows: list[tuple[str, float | None, str]] = []
+    ceiling_before = machine_ceiling(df)
+    rows: list[Row] = []
     pandas_s, expected = timed(lambda: df.apply(row_fn, axis=1))
     rows.append(("pandas df.apply(fn, axis=1)", pandas_s, ""))
     with PeakRSS() as peak:
@@ -185,9 +142,19 @@ def main() -> None:
     pd.testing.assert_series_equal(result, expected)
     rows.append(("df.eugo.apply(fn, axis=1)", eugo_s, str(eugo.pandas.last_plan())))
     if not args.no_anchors:
-        anchors(df, rows)
+        rows += dask_rows(df, expected)
+        rows += modin_pandarallel_rows(df, expected)  # here they need pandas<2.4: see below
+    others: list[Row] = []
+    where = ""
+    if args.other_python:
+        others, where = other_environment(args.other_python, args.rows)
 
+    ceiling = (ceiling_before + machine_ceiling(df)) / 2
     print(f"load average before the run: {load[0]:.1f} (1 min) on {os.cpu_count()} cores")
+    print(
+        f"this machine's ceiling: {CPUS} processes get through the row function {ceiling:.2f}x "
+        f"as fast as one (before {ceiling_before:.2f}x, after the runs); no way beats it"
+    )
     print(f"\n{args.rows:,} rows, a row function of ~20 µs, {CPUS} CPUs for every way")
     print(f"{'way':48} {'seconds':>9} {'eugo is x faster':>17}")
     for label, seconds, note in rows:
@@ -196,6 +163,16 @@ def main() -> None:
         else:
             print(f"{label:48} {seconds:9.2f} {seconds / eugo_s:17.2f}")
     print(f"  plan: {rows[1][2]}")
+    if others:
+        print(f"\nthe same frame and function in another environment ({where}), same run")
+        print(f"{'way':48} {'seconds':>9} {'x its pandas':>17} {'eugo is x faster':>17}")
+        base = others[0][1]
+        for label, seconds, note in others:
+            if seconds is None:
+                print(f"{label:48} {'-':>9} {'':>17} {'':>17}  {note}")
+            else:
+                speedup = f"{base / seconds:17.2f}" if base else f"{'':>17}"
+                print(f"{label:48} {seconds:9.2f} {speedup} {seconds / eugo_s:17.2f}")
 
     # A groupby with one group holding a third of the rows.
     g_pandas, g_expected = timed(lambda: df.groupby("k").apply(group_fn, include_groups=False))
@@ -226,8 +203,11 @@ def main() -> None:
     )
 
     print("\nratios")
-    print(f"eugo vs pandas apply:       {pandas_s / eugo_s:.2f}x faster (target >= 1.6)")
-    for label, seconds, _ in rows[2:]:
+    print(
+        f"eugo vs pandas apply:       {pandas_s / eugo_s:.2f}x faster (target >= 1.6; "
+        f"{pandas_s / eugo_s / ceiling:.0%} of the machine's ceiling, {ceiling:.2f}x)"
+    )
+    for label, seconds, _ in rows[2:] + others[1:]:
         if seconds is not None:
             print(f"eugo vs {label:36} {seconds / eugo_s:.2f}x faster")
     print(f"eugo vs pandas groupby:     {g_pandas / g_eugo:.2f}x faster")
