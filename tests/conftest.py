@@ -55,8 +55,10 @@ def ray_local() -> Iterator[object]:
 
 
 @contextlib.contextmanager
-def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[Any, Any]]:
-    """A head (2 CPUs, no GPU) plus one worker node, connected through eugo.hpc.
+def two_node_cluster(
+    worker_cpus: float, worker_gpus: float, head_cpus: float = 2
+) -> Iterator[tuple[Any, Any]]:
+    """A head (2 CPUs unless told, no GPU) plus one worker node, connected through eugo.hpc.
 
     Yields ``(cluster, worker_node)`` (``ray.cluster_utils.Cluster``, so tests can remove the node).
     """
@@ -72,7 +74,7 @@ def two_node_cluster(worker_cpus: float, worker_gpus: float) -> Iterator[tuple[A
     use_token_auth()
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 2, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
+        head_node_args={"num_cpus": head_cpus, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
     )
     try:
         worker = cluster.add_node(num_cpus=worker_cpus, num_gpus=worker_gpus)

@@ -182,7 +182,12 @@ class Engine:
         self.force_bar = bool(progress)
         if Engine._remote is None:
             Engine._remote = ray.remote(_execute)
-        self.remote = Engine._remote.options(**{"name": name, **options})
+        # The units are independent and meant for every slot: ask Ray to spread them. Its
+        # default (hybrid) policy prefers the submitting node, and right after a burst of tasks
+        # the head's view of the other nodes still shows them busy, so whole runs stayed on the
+        # head of a two-node cluster at the serial time. A caller's own strategy wins.
+        spread = {} if "scheduling_strategy" in options else {"scheduling_strategy": "SPREAD"}
+        self.remote = Engine._remote.options(**{"name": name, **spread, **options})
         self.payload = self.store((fn, dict(shared or {})), fn, shared)
         self.slots = slots(self.request)
         # The loop state, one attribute per concern (the run is a few named steps below).
