@@ -132,7 +132,9 @@ def sample_cost(
     if not rounds:
         return 0.0
     small, big = min(rounds), max(rounds)
-    average = big[1] / big[0]
+    # A busy machine only ever adds time (a round preempted for a few ms), so the least
+    # disturbed round's average is the bound; the largest round alone could be the slow one.
+    average = min(seconds / got for got, seconds in rounds)
     slope = (big[1] - small[1]) / (big[0] - small[0]) if big[0] > small[0] else 0.0
     if slope <= 0:  # noise larger than the row work: the largest round's average bounds it
         return average
