@@ -20,7 +20,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local as launcher
-from eugo_jupyter.server.expiry import Expiry
+from eugo_jupyter.server.expiry import Expiry, check_interval
 from tests.fixtures.jupyter import fetch_json, poll_model
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
@@ -112,11 +112,14 @@ async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) 
     loop = asyncio.get_running_loop()
     driver = await loop.run_in_executor(None, _driver)
     # Long enough for the kernel to connect before the cluster's first idle timeout.
-    model = await _launch(jp_fetch, idle_timeout=10)
+    idle_timeout = 10
+    model = await _launch(jp_fetch, idle_timeout=idle_timeout)
     await loop.run_in_executor(None, _connect, driver, model["address"])
     try:
-        # Watch for two idle timeouts with the kernel connected: it must stay up.
-        until = time.monotonic() + 20
+        # Watch, with the kernel connected, for a whole idle timeout after it connected plus a
+        # few of the manager's looks: the cluster was idle from the moment it ran (before the
+        # kernel connected), so had the kernel not counted, it would have stopped by then.
+        until = time.monotonic() + idle_timeout + 3 * check_interval(idle_timeout, None)
         while time.monotonic() < until:
             seen = await fetch_json(jp_fetch, "eugo", "clusters", model["id"])
             assert seen["status"] == "running", seen
@@ -136,9 +139,13 @@ async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) 
 async def test_max_lifetime_stops_even_a_busy_cluster(jp_fetch: Any) -> None:
     loop = asyncio.get_running_loop()
     driver = await loop.run_in_executor(None, _driver)
-    model = await _launch(jp_fetch, max_lifetime=30, idle_timeout=3600)
+    # Long enough for the kernel to connect well before the lifetime ends.
+    model = await _launch(jp_fetch, max_lifetime=20, idle_timeout=3600)
     try:
         await loop.run_in_executor(None, _connect, driver, model["address"])
+        # The kernel connected while the cluster ran: what stops it below is a busy cluster.
+        seen = await fetch_json(jp_fetch, "eugo", "clusters", model["id"])
+        assert seen["status"] == "running", seen
         stopped = await poll_model(
             jp_fetch, model["id"], lambda m: m["status"] == "stopped", interval_s=POLL_S
         )
@@ -146,7 +153,7 @@ async def test_max_lifetime_stops_even_a_busy_cluster(jp_fetch: Any) -> None:
         driver.kill()
         driver.wait()
     assert stopped["expiry"]["fired"] == "max_lifetime"
-    assert stopped["expiry"]["reason"] == "Stopped when it reached its maximum lifetime of 30 s."
+    assert stopped["expiry"]["reason"] == "Stopped when it reached its maximum lifetime of 20 s."
     await _remove(jp_fetch, model)
 
 
