@@ -167,8 +167,9 @@ def _token_file(cluster_id: str) -> str:
 def _ports() -> list[str]:
     """Ports named up front, on the host (another machine: ours cannot be checked free there).
 
-    With them named, a raylet does not wait for its agents to write their ports into files: on a
-    busy host that wait times out and the node dies at start.
+    With them named, a raylet waits for fewer of its agents' port files. It still waits (15 s,
+    fixed by Ray) for the dashboard agent's listen port, and on a busy host a head, which starts
+    its GCS and dashboard alongside, can miss that: the head gets three tries, a worker two.
     """
     port = 20000 + secrets.randbelow(30000)
     names = (
