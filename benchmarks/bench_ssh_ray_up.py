@@ -252,6 +252,10 @@ def teardown(bed: TestBed, run: Path, config: Path, env: dict[str, str]) -> dict
         hashlib.sha256(json.loads(config.read_text())["cluster_name"].encode()).hexdigest()[:10],
     )
     shutil.rmtree(control, ignore_errors=True)
+    try:
+        control.parent.rmdir()  # only when empty: another `ray up` of this account may use it
+    except OSError:
+        pass
     for path in BOOTSTRAP:  # written by `ray up` into the head's home (shared with this machine)
         path.unlink(missing_ok=True)
     shutil.rmtree(run, ignore_errors=True)
