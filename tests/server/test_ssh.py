@@ -2,7 +2,8 @@
 
 Real processes throughout: sshd in each test host, `ray start` over ssh, the Manager over REST,
 a driver process that pins tasks to nodes. Host 3 has no Ray (the venv is hidden from it), host 4
-refuses the key. A host is lost by deleting its namespace, as a machine that vanishes.
+refuses the key, host 5 is the first host's partner for a head on the first host (host 2 is lost
+by another test). A host is lost by deleting its namespace, as a machine that vanishes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local
 from tests.fixtures.jupyter import fetch_json, poll_model
-from tests.testbed import TestBed, available
+from tests.testbed import Host, TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
@@ -33,7 +34,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 @pytest.fixture(scope="module")
 def bed() -> Iterator[TestBed]:
-    with TestBed(4, refuse_key=(3,), hide={2: (VENV,)}) as testbed:
+    with TestBed(5, refuse_key=(3,), hide={2: (VENV,)}) as testbed:
         yield testbed
 
 
@@ -65,6 +66,28 @@ def _left_on_hosts(model: dict[str, Any]) -> list[str]:
                 continue
             if any(f in line for f in folders):
                 found.append(f"{entry.name}: {line[:120]}")
+    return found
+
+
+def _running_on(bed: TestBed, hosts: list[Host]) -> list[str]:
+    """Every process on these hosts but their sshd: a host runs nothing else but our nodes.
+
+    Stronger than matching the nodes' temp folders: Ray renames its worker processes
+    (``ray::IDLE``), so a worker that outlived its raylet would not match.
+    """
+    found = []
+    for host in hosts:
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host.name], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for pid in pids:
+            try:
+                line = Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # gone meanwhile
+            if line.startswith(("/usr/sbin/sshd", "sshd")) or not line:
+                continue
+            found.append(f"{host.address} pid {pid}: {line[:120]}")
     return found
 
 
@@ -143,6 +166,19 @@ SURVIVE = textwrap.dedent(
 )
 
 
+async def _where(address: str) -> dict[str, list[str]]:
+    """Node address -> the addresses a task pinned to that node sees on its host."""
+    where = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: subprocess.run(
+            [sys.executable, "-c", WHERE, address], capture_output=True, text=True,
+            timeout=DEADLINE, env={**os.environ, "RAY_AUTH_MODE": "token"}, check=False,
+        )
+    )  # fmt: skip
+    assert where.returncode == 0, where.stdout[-2000:] + where.stderr[-2000:]
+    seen: dict[str, list[str]] = json.loads(where.stdout.strip().splitlines()[-1])
+    return seen
+
+
 def _run_driver(script: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
@@ -167,15 +203,7 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
         assert addresses == sorted([local.node_ip(), h1.address, h2.address])
 
         loop = asyncio.get_running_loop()
-        where = await loop.run_in_executor(
-            None, lambda: subprocess.run(
-                [sys.executable, "-c", WHERE, model["address"]], capture_output=True,
-                text=True, timeout=DEADLINE, env={**os.environ, "RAY_AUTH_MODE": "token"},
-                check=False,
-            )
-        )  # fmt: skip
-        assert where.returncode == 0, where.stdout[-2000:] + where.stderr[-2000:]
-        seen = json.loads(where.stdout.strip().splitlines()[-1])
+        seen = await _where(model["address"])
         # Each task ran in its node's host: the only addresses it sees are that host's.
         assert seen[h1.address] == ["127.0.0.1", h1.address]
         assert seen[h2.address] == ["127.0.0.1", h2.address]
@@ -243,3 +271,37 @@ async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_res
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204
     assert _left_on_hosts(model) == []
+
+
+async def test_head_on_the_first_host_two_nodes_there_and_nothing_left_on_either(
+    jp_fetch: Any, bed: TestBed
+) -> None:
+    first, second = bed.hosts[0], bed.hosts[4]
+    body = _body(bed, [0, 4], head_on="first_host")
+    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    model = await poll_model(
+        jp_fetch, model["id"], lambda m: m["status"] == "running", deadline_s=DEADLINE
+    )
+    try:
+        # The card: the cluster lives on the first host, nothing of it on this machine.
+        assert model["address"].rpartition(":")[0] == first.address, model["address"]
+        assert [(h["host"], h["status"]) for h in model["ssh"]["hosts"]] == [
+            (first.address, "joined"), (second.address, "joined"),
+        ], model["ssh"]  # fmt: skip
+        alive = [n for n in model["nodes"] if n["alive"]]
+        assert sorted(n["address"] for n in alive) == sorted([first.address, second.address])
+        assert [n["address"] for n in alive if n["is_head"]] == [first.address]
+
+        # A task pinned to each node ran on that node's host: it sees only that host's address.
+        assert await _where(model["address"]) == {
+            first.address: ["127.0.0.1", first.address],
+            second.address: ["127.0.0.1", second.address],
+        }
+    finally:
+        response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert response.code == 204
+    assert _left_on_hosts(model) == []
+    # Every process on both hosts, not only those naming the nodes' folders: a head's Ray client
+    # server does not, and once outlived the stop.
+    left = _running_on(bed, [first, second])
+    assert left == [], "\n".join(left)

@@ -11,15 +11,20 @@ What happens on one host (the ssh command, the scripts, the per-host sentence) i
 :mod:`.ssh_hosts`; this module checks a launch and drives the hosts.
 
 Why ``ray start`` over ssh and not Ray's own cluster launcher (``ray up`` with the on-premise
-``local`` provider): the launcher drives a head, whose autoscaler then starts the workers with
-its own ``ray stop; ray start`` commands (``worker_start_ray_commands``), which end any other Ray
-on the host, and in the Ray we depend on on-prem workers are known to stay "uninitialized" when
-the autoscaler cannot reach them back with the same key and user; a failed host then blocks the
-whole launch with no sentence per host. Its start also pays for the autoscaler's setup steps
-(file mounts, initialization, setup commands) and an ssh round trip per step. Starting the nodes
-ourselves costs one ssh call per host, in parallel, reports each host on its own, and lets the
-other hosts join when one fails; ``benchmarks/bench_ssh.py`` measures it against the same
-``ray start`` commands run by hand.
+``local`` provider): tried, measured, and it does not do the job in the Ray we depend on (2.60).
+``benchmarks/bench_ssh_ray_up.py`` runs it on the test bed (head on host 1, ``worker_ips`` hosts 2
+and 3, start commands without the default ``ray stop``). In two runs ``ray up`` returned in 18 and
+31 s with the head up, the head's autoscaler had host 2 up at 29 and 61 s, and host 3 never: Ray's
+v2 autoscaler took the on-prem head for an instance of the provider's single node type ("allocated
+unmanaged worker cloud instance from ray node <head>") and then logged "Adding 1 node(s)" every 5 s
+without ever launching host 3: after 5 minutes, still 2 of 3 nodes. ``ray down`` runs ``ray stop``
+on the head (which ends every Ray on that host) and only marks the workers terminated, so without
+``ray`` on the login ``PATH`` it returned in 8 s leaving all 23 processes of both nodes running. It
+would also cost an autoscaler process on the head, ``rsync`` on both ends, a YAML per cluster, the
+key copied to the head, and a failed host surfaces only in the autoscaler's log. Starting the nodes
+ourselves costs one ssh call per host, in parallel, reports each host in its own sentence, lets the
+other hosts join when one fails and stops exactly our processes; ``benchmarks/bench_ssh.py``
+measures it against the same ``ray start`` commands run by hand.
 
 A launch body::
 
@@ -212,8 +217,15 @@ class SshBackend(Backend):
             index, first = hosts.pop(0)
             head_ip, port = _ip_of(first), 6379
             args = _head_args_remote(fields, head_ip, port, _temp_dir(cluster_id, index))
-            head = _start_on(fields, cluster_id, first, index, args, timeout)
+            # Three tries, not two: a head starts a GCS, a dashboard and its modules next to its
+            # raylet, and on a busy host the raylet misses Ray's fixed 15 s wait for its agent
+            # ("Timed out waiting for file .../dashboard_agent_listen_port_...") more often
+            # than a worker's does.
+            head = _start_on(fields, cluster_id, first, index, args, timeout, attempts=3)
             if not head.joined:
+                # A failed `ray start --head` leaves its GCS and dashboard running there, and the
+                # record never learns of this host: stop them now or nothing ever will.
+                stop_on(fields, cluster_id, first, head.temp_dir)
                 raise local.LaunchError(f"The head did not start on {head.reason}")
             results.append(head)
             updates["dashboard_url"] = f"http://{head_ip}:8265"

@@ -44,19 +44,27 @@ if [ -L "$outer" ] || [ ! -d "$outer" ] || [ ! -O "$outer" ]; then
   echo "$outer exists and is not a folder of this account: remove it and launch again"; exit 1
 fi
 chmod 700 -- "$outer" || exit 1
+ps -o sid= -p $$ | tr -d ' ' > "$outer/sid"
 RAY_AUTH_TOKEN_PATH=$token RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 EXPORTERS \
   exec "$ray" start "$@"
 """.replace("EXPORTERS", " ".join(f"{k}={v}" for k, v in sorted(closed_exporters().items())))
 # `sh -c STOP sh TEMP_DIR_PART1 TEMP_DIR_PART2 TOKEN_FILE`: the temp folder is passed in two
 # halves so that this shell's own command line never matches the pattern it kills by.
+# Not every process of a node names its temp folder: a head's Ray client server
+# (`ray.util.client.server --address=...`) and its dashboard's module processes do not, and
+# outlive a stop by folder alone. They all share the ssh session `ray start` ran in (Ray starts
+# no new session), noted by START in TEMP_DIR/sid: that session's Ray processes go too.
 _STOP = r"""
 p="$1$2"; token=$3
 case "$token" in "~/"*) token="$HOME/${token#"~/"}";; esac
-pkill -TERM -f -- "$p"
-i=0; while pgrep -f -- "$p" >/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
-pkill -KILL -f -- "$p"
-i=0; while pgrep -f -- "$p" >/dev/null && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done
-left=$(pgrep -f -- "$p" | tr '\n' ' ')
+sid=$(cat -- "$p/sid" 2>/dev/null | tr -cd '0-9')
+ours() { pgrep -f -- "$p"; [ -n "$sid" ] && pgrep -s "$sid" -f -- ray; }
+end() { pkill "$1" -f -- "$p"; [ -n "$sid" ] && pkill "$1" -s "$sid" -f -- ray; }
+end -TERM
+i=0; while [ -n "$(ours)" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
+end -KILL
+i=0; while [ -n "$(ours)" ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done
+left=$(ours | sort -u | tr '\n' ' ')
 rm -f -- "$token"
 [ -z "$left" ] && rm -rf -- "$p"
 echo "EUGO_LEFT $left"
@@ -159,8 +167,9 @@ def _token_file(cluster_id: str) -> str:
 def _ports() -> list[str]:
     """Ports named up front, on the host (another machine: ours cannot be checked free there).
 
-    With them named, a raylet does not wait for its agents to write their ports into files: on a
-    busy host that wait times out and the node dies at start.
+    With them named, a raylet waits for fewer of its agents' port files. It still waits (15 s,
+    fixed by Ray) for the dashboard agent's listen port, and on a busy host a head, which starts
+    its GCS and dashboard alongside, can miss that: the head gets three tries, a worker two.
     """
     port = 20000 + secrets.randbelow(30000)
     names = (
@@ -283,19 +292,25 @@ def _run(command: list[str], stdin: str, timeout: float) -> tuple[int, str]:
 
 
 def _start_on(
-    spec: SshSpec, cluster_id: str, host: str, index: int, args: list[str], timeout: float
+    spec: SshSpec,
+    cluster_id: str,
+    host: str,
+    index: int,
+    args: list[str],
+    timeout: float,
+    attempts: int = 2,
 ) -> _HostResult:
     temp_dir = _temp_dir(cluster_id, index)
     script_args = [spec.ray_path, _token_file(cluster_id), temp_dir, *args]
     command = ssh_command(spec, host, _START, script_args)
-    for attempt in (1, 2):
+    for attempt in range(1, attempts + 1):
         code, output = _run(command, _token(), timeout)
         if code == 0:
             return _HostResult(host, _ip_of(host), temp_dir, True)
-        if code in (127, 255) or "ersion mismatch" in output or attempt == 2:
+        if code in (127, 255) or "ersion mismatch" in output or attempt == attempts:
             break
         # `ray start` itself failed (a busy host times a node's start out): clear what it left
-        # and try once more, as the local backend does for its worker nodes.
+        # and try again, as the local backend does for its worker nodes.
         stop_on(spec, cluster_id, host, temp_dir)
     reason = why_host_failed(spec, host, code, output)
     return _HostResult(host, _ip_of(host), temp_dir, False, reason)
