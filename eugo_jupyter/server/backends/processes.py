@@ -104,7 +104,7 @@ def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
 
 
 def _role(pid: int) -> str:
-    """The step a process stops in: "raylet", "other", then "gcs" (as `ray stop` orders them)."""
+    """"raylet", "gcs" or "other": the order a node's processes are asked to stop in."""
     program = _cmdline(pid).split(" ", 1)[0].rsplit("/", 1)[-1]
     return {"raylet": "raylet", "gcs_server": "gcs"}.get(program, "other")
 
