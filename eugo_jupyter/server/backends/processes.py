@@ -103,39 +103,8 @@ def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
             continue
 
 
-def _role(pid: int) -> str:
-    """"raylet", "gcs" or "other": the order a node's processes are asked to stop in."""
-    program = _cmdline(pid).split(" ", 1)[0].rsplit("/", 1)[-1]
-    return {"raylet": "raylet", "gcs_server": "gcs"}.get(program, "other")
-
-
-def _terminate_in_order(ours: set[tuple[int, int]], groups: list[int], grace: float) -> None:
-    """SIGTERM the raylets, then the other processes, then the GCS, each step waiting for the
-    last to exit (within ``grace`` seconds in all), as ``ray stop`` does.
-
-    All at once, a raylet whose GCS is already gone retries it for seconds and a GCS whose
-    raylets are still up does not exit, so both outlast the grace and end by SIGKILL; in this
-    order each exits at once, cleanly (under a second or two on a loaded machine).
-    """
-    roles = {(pid, start): _role(pid) for pid, start in ours}
-    steps = [
-        {p for p, role in roles.items() if role == "raylet"},
-        {p for p, role in roles.items() if role == "other"},
-        set(ours),  # the GCS, and anything left
-    ]
-    start = time.monotonic()
-    for index, step in enumerate(steps, start=1):
-        if index == len(steps):
-            _kill_groups(groups, signal.SIGTERM)  # a member forked since the scan
-        _signal(step, signal.SIGTERM)
-        # Each step may use its share of the grace and what the steps before it left unused.
-        deadline = start + grace * index / len(steps)
-        while time.monotonic() < deadline and _alive(step):
-            time.sleep(0.1)
-
-
 def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 30.0) -> list[int]:
-    """Stop every process of the cluster: SIGTERM in Ray's order, SIGKILL after ``grace`` s.
+    """Stop every process of the cluster: SIGTERM, then SIGKILL after ``grace`` seconds.
 
     That is its nodes' process groups plus the worker processes Ray started under them (see
     :func:`cluster_processes`); nothing else is signalled. Returns the pids still alive at the
@@ -143,7 +112,11 @@ def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 3
     """
     groups = owned_groups(pgids, temp_dir)
     ours = cluster_processes(pgids, temp_dir)
-    _terminate_in_order(ours, groups, grace)
+    _kill_groups(groups, signal.SIGTERM)
+    _signal(ours, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(ours):
+        time.sleep(0.2)
     _signal(ours, signal.SIGKILL)
     _kill_groups(owned_groups(groups, temp_dir), signal.SIGKILL)
     deadline = time.monotonic() + timeout
