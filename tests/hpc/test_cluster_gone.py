@@ -107,12 +107,23 @@ def _kernel(
         )  # fmt: skip
 
 
+#: The lines the kernel prints, in this order; a RETRY line may come between them.
+STEPS = ("CONNECTED", "ERROR", "FALLBACK", "ALIVE")
+
+
 def _line(kernel: subprocess.Popen[str], prefix: str) -> str:
-    """The kernel's next line starting with ``prefix`` (the kernel must not have died)."""
+    """The kernel's next line starting with ``prefix`` (the kernel must not have died).
+
+    A later step's line instead fails at once: waiting on would wait forever, since the kernel
+    then waits for the test (a kernel whose wait returned without an ERROR went on to FALLBACK
+    and sat on its stdin while the test read on for an ERROR).
+    """
     assert kernel.stdout is not None
     for line in kernel.stdout:
         if line.startswith(prefix):
             return line.strip()
+        if line.startswith(STEPS):
+            raise AssertionError(f"waiting for the kernel's {prefix} line, it printed: {line}")
     errors = Path(kernel.args[-2]).parent / "kernel.err"
     tail = errors.read_text(errors="replace")[-3000:] if errors.exists() else ""
     raise AssertionError(f"the kernel exited ({kernel.wait()}) before {prefix!r}:\n{tail}")
