@@ -142,8 +142,6 @@ def modin_pandarallel_rows(df: pd.DataFrame, expected: pd.Series) -> list[Row]:
         if not ray.is_initialized():
             ray.init(address="local", num_cpus=CPUS, include_dashboard=False)
         modin.config.Engine.put("ray")
-        import modin
-
         label = f"modin {modin.__version__} on Ray, from pandas and back"
         seconds, got = timed(lambda: mpd.DataFrame(df).apply(row_fn, axis=1)._to_pandas())
         np.testing.assert_allclose(got.to_numpy(), expected.to_numpy())

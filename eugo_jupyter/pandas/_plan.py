@@ -136,7 +136,7 @@ def sample_cost(
     # disturbed round's average is the bound; the largest round alone could be the slow one.
     average = min(seconds / got for got, seconds in rounds)
     slope = (big[1] - small[1]) / (big[0] - small[0]) if big[0] > small[0] else 0.0
-    if slope <= 0:  # noise larger than the row work: the largest round's average bounds it
+    if slope <= 0:  # noise larger than the row work: the least disturbed average bounds it
         return average
     return max(min(slope, average), average / 4)
 
