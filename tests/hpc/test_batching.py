@@ -33,6 +33,14 @@ def test_the_last_batches_shrink_so_no_worker_idles_at_the_end() -> None:
     assert sizes[-1] < max(sizes) / 2
 
 
+def test_the_last_batches_stay_longer_than_a_batch_costs_to_start() -> None:
+    # 200 x 20 ms: the tail used to shrink to one-item batches, 20 ms of work behind a 10-45 ms
+    # round trip each. Every batch but the probe and the remainder keeps the 50 ms target.
+    sizes = drain(200, 20e-3)
+    assert sum(sizes) == 200
+    assert all(size * 20e-3 >= 0.04 for size in sizes[1:-1]), sizes
+
+
 def test_short_maps_keep_the_tens_of_milliseconds_target() -> None:
     sizes = drain(1_000, 10e-6)
     assert sum(sizes) == 1_000 and max(sizes) <= 5_000
