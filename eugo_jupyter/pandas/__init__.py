@@ -17,6 +17,8 @@ use; when it does not pay the call runs in pandas here and says so with a
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["last_plan", "register"]
 
 _registered = False
@@ -33,11 +35,28 @@ def register() -> None:
         return
     import pandas as pd
 
-    from ._accessor import FrameAccessor, SeriesAccessor
-
-    pd.api.extensions.register_dataframe_accessor("eugo")(FrameAccessor)
-    pd.api.extensions.register_series_accessor("eugo")(SeriesAccessor)
+    pd.api.extensions.register_dataframe_accessor("eugo")(_frame_accessor)
+    pd.api.extensions.register_series_accessor("eugo")(_series_accessor)
     _registered = True
+
+
+# The accessors are built on first use, not at registration: registration runs inside pandas'
+# own import (see ._hook), which may itself be inside the import of one of our modules, and
+# importing ._accessor there would meet that module half-initialized.
+
+
+def _frame_accessor(obj: Any) -> Any:
+    """``df.eugo``: apply, map_partitions and groupby on the cluster (see ._accessor)."""
+    from ._accessor import FrameAccessor
+
+    return FrameAccessor(obj)
+
+
+def _series_accessor(obj: Any) -> Any:
+    """``series.eugo``: map on the cluster (see ._accessor)."""
+    from ._accessor import SeriesAccessor
+
+    return SeriesAccessor(obj)
 
 
 def last_plan() -> object:

@@ -150,3 +150,21 @@ def test_import_does_not_load_pandas_and_the_accessor_appears_when_pandas_does()
     code = "import pandas as pd, eugo_jupyter\nprint(hasattr(pd.DataFrame, 'eugo'))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("module", ["_accessor", "_run", "_plan", "_ops"])
+def test_the_accessor_appears_whichever_of_our_modules_imports_pandas_first(module: str) -> None:
+    # Before: a module of ours that imports pandas first (here _run or _accessor) met the import
+    # hook halfway through its own import, the registration failed on the cycle with a warning,
+    # and the notebook had no .eugo at all.
+    code = (
+        "import importlib, warnings, eugo_jupyter\n"
+        "warnings.simplefilter('error')\n"
+        f"importlib.import_module('eugo_jupyter.pandas.{module}')\n"
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2]})\n"
+        "print(type(df.eugo).__name__, type(df['a'].eugo).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["FrameAccessor", "SeriesAccessor"]
