@@ -7,8 +7,9 @@ packed into partitions largest first (a huge group gets a partition of its own).
 
 The sample runs in this process: a worker round trip alone costs more than a small frame takes in
 pandas, and the fallback must stay within a few percent of pandas. It takes rows spread over the
-frame, doubling until it has run a few milliseconds (never more than 5% of the rows), and its
-output comes from real rows, so nothing is guessed from fake data. The partitions' own times,
+frame, doubling until it has run a few milliseconds (never more than 5% of the rows), or until
+one round alone shows the work too small to split; and its output comes from real rows, so
+nothing is guessed from fake data. The partitions' own times,
 measured on the workers, are in :attr:`Plan.measured` after the run.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Plan", "pack_groups", "plan", "sample_cost"]
+__all__ = ["Plan", "pack_groups", "plan", "runs_here_below", "sample_cost"]
 
 #: Each partition should run at least this long, so the fixed cost per task stays small.
 MIN_PART_S = 0.05
@@ -98,8 +99,20 @@ class Plan:
         return text
 
 
+def runs_here_below(rows: int, nbytes: int) -> float:
+    """Seconds per row under which ``plan`` runs ``rows`` rows in pandas here, on any cluster.
+
+    >>> round(runs_here_below(10_000, 0) * 1e6, 1)    # 10,000 rows: under 16.7 µs a row
+    16.7
+    """
+    return (FIXED_COST_S + nbytes / BYTES_PER_S) / (0.6 * max(rows, 1))
+
+
 def sample_cost(
-    run: Callable[[int], int], rows: int, clock: Callable[[], float] = time.perf_counter
+    run: Callable[[int], int],
+    rows: int,
+    clock: Callable[[], float] = time.perf_counter,
+    settled_below: float = 0.0,
 ) -> float:
     """Seconds per row: ``run(k)`` runs the function on about k sample rows (returns rows done).
 
@@ -109,6 +122,11 @@ def sample_cost(
     machine) is not mistaken for row work. A round slower than a later, larger one was paying
     for a cold start (the process's first pandas call, its first use of the function): it is
     dropped, and the rounds go on until two warm ones remain.
+
+    ``settled_below``: the rounds stop as soon as one round's average is under it. An average
+    only overstates the row cost (it carries the call's fixed cost and any preemption), so the
+    caller's answer below that figure (run here, on a small frame) is already certain, and the
+    sample's milliseconds would be most of what the fallback adds to pandas.
 
     >>> sample_cost(lambda k: k, 100_000) < 1e-3     # a "function" that costs nothing
     True
@@ -126,8 +144,9 @@ def sample_cost(
             rounds.append((got, seconds))
         k *= 2
         spent = sum(r[1] for r in rounds)  # warm rounds only
+        settled = bool(got) and seconds / got < settled_below
         # Two rounds at least: one round alone cannot tell row work from fixed cost.
-        if not got or (spent >= SAMPLE_S and len(rounds) >= 2) or done + k > limit:
+        if not got or settled or (spent >= SAMPLE_S and len(rounds) >= 2) or done + k > limit:
             break
     if not rounds:
         return 0.0
@@ -150,8 +169,7 @@ def plan(
     work is too small to split on any number of slots (asking costs a round trip).
     """
     if per_row_s is not None and partitions == "auto":
-        cost = FIXED_COST_S + nbytes / BYTES_PER_S
-        if rows < 2 or per_row_s * rows * 0.6 < cost:
+        if rows < 2 or per_row_s < runs_here_below(rows, nbytes):
             return Plan(rows, per_row_s, nbytes, 0, 1, distribute=False)
     slots = count_slots()
     if partitions != "auto":

@@ -12,7 +12,7 @@ import pandas as pd
 from ..exceptions import OptionsError, PandasFallbackWarning, PartitionError
 from . import _engine
 from ._ops import Op, groups_body, rows_body, run_groups, run_rows
-from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, sample_cost
+from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, runs_here_below, sample_cost
 
 __all__ = ["Call", "split_kwargs"]
 
@@ -31,9 +31,14 @@ def _label(fn: Any) -> str:
 
 
 def _nbytes(data: Any) -> int:
-    """About how many bytes the data takes (deep, from a sample of at most 1,000 rows)."""
+    """About how many bytes the data takes: exact for plain numpy columns (rows x item sizes, no
+    pass over the data), else from a deep look at at most 1,000 rows (strings, objects,
+    extension arrays)."""
     if len(data) == 0:
         return 0
+    dtypes = list(data.dtypes) if hasattr(data, "columns") else [data.dtype]
+    if all(isinstance(d, np.dtype) and d.kind != "O" for d in [*dtypes, data.index.dtype]):
+        return len(data) * sum(d.itemsize for d in dtypes) + int(data.index.nbytes)
     head = data.iloc[:1000]
     usage = head.memory_usage(deep=True, index=True)
     per_row = float(np.sum(usage)) / len(head)
@@ -133,6 +138,7 @@ class Call:
         if n == 0:
             return local()
         per_row = None
+        nbytes = _nbytes(data)
         if self.partitions == "auto" and self._sample_here():
 
             def sample(k: int) -> int:
@@ -142,8 +148,8 @@ class Call:
                     self._raise(out)
                 return len(part)
 
-            per_row = sample_cost(sample, n)
-        self.plan = plan(n, per_row, _nbytes(data), self._slots, self.partitions)
+            per_row = sample_cost(sample, n, settled_below=runs_here_below(n, nbytes))
+        self.plan = plan(n, per_row, nbytes, self._slots, self.partitions)
         if not self.plan.distribute:
             return self._fallback(local)
         engine = self._engine(rows_body, n, "row")
@@ -164,9 +170,10 @@ class Call:
         if len(sizes) == 0:
             return local()
         per_row = None
+        nbytes = _nbytes(split.data)
         if self.partitions == "auto" and self._sample_here():
-            per_row = self._sample_groups(split)
-        self.plan = plan(n_rows, per_row, _nbytes(split.data), self._slots, self.partitions)
+            per_row = self._sample_groups(split, runs_here_below(n_rows, nbytes))
+        self.plan = plan(n_rows, per_row, nbytes, self._slots, self.partitions)
         self.plan.partitions = min(self.plan.partitions, len(sizes))
         if not self.plan.distribute:
             return self._fallback(local)
@@ -193,8 +200,9 @@ class Call:
                 by_code[code] = value
         return by_code
 
-    def _sample_groups(self, split: GroupSplit) -> float | None:
-        """Seconds per row over a sample of whole groups, none of them a large share."""
+    def _sample_groups(self, split: GroupSplit, settled_below: float) -> float | None:
+        """Seconds per row over a sample of whole groups, none of them a large share; the
+        sample stops early once a round is under ``settled_below`` (see ``sample_cost``)."""
         sizes = split.sizes
         budget = max(1, int(sizes.sum() * SAMPLE_SHARE))
         candidates = [int(c) for c in _spread(len(sizes), 64) if sizes[c] <= budget]
@@ -227,7 +235,7 @@ class Call:
                 self._raise(out)
             return rows
 
-        return sample_cost(sample, int(sizes.sum()))
+        return sample_cost(sample, int(sizes.sum()), settled_below=settled_below)
 
 
 class _FixedPlanner:
