@@ -9,8 +9,8 @@ The sample runs in this process: a worker round trip alone costs more than a sma
 pandas, and the fallback must stay within a few percent of pandas. It takes rows spread over the
 frame, doubling until it has run a few milliseconds (never more than 5% of the rows), or until
 one round alone shows the work too small to split; and its output comes from real rows, so
-nothing is guessed from fake data. The partitions' own times,
-measured on the workers, are in :attr:`Plan.measured` after the run.
+nothing is guessed from fake data. The partitions' own times, measured on the workers, are in
+:attr:`Plan.measured` after the run.
 """
 
 from __future__ import annotations
