@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -60,18 +62,16 @@ def test_groups_are_packed_largest_first_and_never_split(partitions: int) -> Non
     assert max(loads) - min(loads) <= 11  # the small groups spread evenly
 
 
-def test_a_cold_first_sample_round_does_not_inflate_the_cost_per_row() -> None:
-    """The first pandas call in a process pays for imports and caches (13 ms for 8 rows, seen on
-    2,000,000 rows of a 28 µs function); taken as row work it made the function look like 100 µs
-    or more a row, and the plan said "about 376 s in all" for 50 s of work. The rounds' times are
-    simulated (each round: 0.2 ms of fixed cost plus the rows), so no clock makes this flaky."""
-    per_row, warmup = 28e-6, 13e-3
+def simulated_rounds(
+    seconds: list[float],
+) -> tuple[Callable[[], float], Callable[[int], int], list[int]]:
+    """A clock whose round i lasts ``seconds[i]``, a ``run`` doing every row asked for, and the
+    list of rows asked: sample_cost on simulated rounds, so no clock makes it flaky."""
     ticks: list[float] = []
     now = 0.0
-    for i in range(20):
-        ticks.append(now)
-        now += 8 * 2**i * per_row + 2e-4 + (warmup if i == 0 else 0.0)
-        ticks.append(now)
+    for duration in seconds:
+        ticks.extend([now, now + duration])
+        now += duration
     clock = iter(ticks)
     asked: list[int] = []
 
@@ -79,7 +79,19 @@ def test_a_cold_first_sample_round_does_not_inflate_the_cost_per_row() -> None:
         asked.append(k)
         return k
 
-    estimate = sample_cost(run, 2_000_000, clock=lambda: next(clock))
+    return (lambda: next(clock)), run, asked
+
+
+def test_a_cold_first_sample_round_does_not_inflate_the_cost_per_row() -> None:
+    """The first pandas call in a process pays for imports and caches (13 ms for 8 rows, seen on
+    2,000,000 rows of a 28 µs function); taken as row work it made the function look like 100 µs
+    or more a row, and the plan said "about 376 s in all" for 50 s of work. The rounds' times are
+    simulated (each round: 0.2 ms of fixed cost plus the rows), so no clock makes this flaky."""
+    per_row, warmup = 28e-6, 13e-3
+    clock, run, asked = simulated_rounds(
+        [8 * 2**i * per_row + 2e-4 + (warmup if i == 0 else 0.0) for i in range(20)]
+    )
+    estimate = sample_cost(run, 2_000_000, clock=clock)
     assert estimate == pytest.approx(per_row, rel=0.25)
     assert sum(asked) <= 2_000_000 * 0.05
 
@@ -91,14 +103,10 @@ def test_a_preempted_last_sample_round_does_not_inflate_the_cost_per_row() -> No
     the last of five rounds losing 5 ms."""
     per_row, fixed = 5e-6, 3e-4
     costs = [8, 16, 32, 64, 128]
-    ticks: list[float] = []
-    now = 0.0
-    for i, k in enumerate(costs):
-        ticks.append(now)
-        now += k * per_row + fixed + (5e-3 if i == len(costs) - 1 else 0.0)
-        ticks.append(now)
-    clock = iter(ticks)
-    estimate = sample_cost(lambda k: k, 10_000, clock=lambda: next(clock))
+    clock, run, _ = simulated_rounds(
+        [k * per_row + fixed + (5e-3 if i == len(costs) - 1 else 0.0) for i, k in enumerate(costs)]
+    )
+    estimate = sample_cost(run, 10_000, clock=clock)
     assert estimate < 3 * per_row
 
 
@@ -110,20 +118,8 @@ def test_a_small_frame_stops_sampling_once_running_here_is_certain() -> None:
     per_row, fixed, rows, nbytes = 5e-6, 3e-4, 10_000, 320_000
 
     def sampled(settled_below: float) -> tuple[float, list[int]]:
-        ticks: list[float] = []
-        now = 0.0
-        for i in range(20):
-            ticks.append(now)
-            now += 8 * 2**i * per_row + fixed
-            ticks.append(now)
-        clock = iter(ticks)
-        asked: list[int] = []
-
-        def run(k: int) -> int:
-            asked.append(k)
-            return k
-
-        estimate = sample_cost(run, rows, clock=lambda: next(clock), settled_below=settled_below)
+        clock, run, asked = simulated_rounds([8 * 2**i * per_row + fixed for i in range(20)])
+        estimate = sample_cost(run, rows, clock=clock, settled_below=settled_below)
         return estimate, asked
 
     estimate, asked = sampled(runs_here_below(rows, nbytes))
