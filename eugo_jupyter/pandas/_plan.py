@@ -38,6 +38,14 @@ SAMPLE_SHARE = 0.05
 #: gathering the partitions, joining the results; plus moving the bytes at BYTES_PER_S.
 FIXED_COST_S = 0.1
 BYTES_PER_S = 500e6
+#: A split must finish within this share of the serial time (save 40% at least): a marginal
+#: split loses to pandas as soon as the machine is busy, and the fallback must not.
+SPLIT_WITHIN = 0.6
+
+
+def split_cost_s(nbytes: int) -> float:
+    """What splitting a frame of ``nbytes`` bytes costs at the least, in seconds."""
+    return FIXED_COST_S + nbytes / BYTES_PER_S
 
 
 def _fmt_s(seconds: float) -> str:
@@ -68,7 +76,7 @@ class Plan:
 
     @property
     def cost_s(self) -> float:
-        return FIXED_COST_S + self.nbytes / BYTES_PER_S
+        return split_cost_s(self.nbytes)
 
     def fallback_message(self, method: str) -> str:
         return (
@@ -105,7 +113,7 @@ def runs_here_below(rows: int, nbytes: int) -> float:
     >>> round(runs_here_below(10_000, 0) * 1e6, 1)    # 10,000 rows: under 16.7 µs a row
     16.7
     """
-    return (FIXED_COST_S + nbytes / BYTES_PER_S) / (0.6 * max(rows, 1))
+    return split_cost_s(nbytes) / (SPLIT_WITHIN * max(rows, 1))
 
 
 def sample_cost(
@@ -181,9 +189,8 @@ def plan(
         return Plan(rows, None, nbytes, slots, count, distribute=rows > 0)
     result = Plan(rows, per_row_s, nbytes, slots, 1, distribute=False)
     serial = per_row_s * rows
-    # Split when the split run (serial / slots + cost) saves at least 40% of the time: a
-    # marginal split loses to pandas as soon as the machine is busy, and the fallback must not.
-    if rows < 2 or slots < 2 or serial / slots + result.cost_s > 0.6 * serial:
+    # Split when the split run (serial / slots + cost) finishes within SPLIT_WITHIN of serial.
+    if rows < 2 or slots < 2 or serial / slots + result.cost_s > SPLIT_WITHIN * serial:
         return result
     by_time = int(serial / MIN_PART_S + 1e-9)  # + 1e-9: 0.5 // 0.05 is 9 in floats
     count = min(PARTS_PER_SLOT * slots, by_time)
