@@ -39,7 +39,23 @@ def _size_gpu_memory(options: Mapping[str, Any]) -> dict[str, Any]:
     return options_for_gpu_memory(options)
 
 
+class _GpuUse:
+    # Lazy, as above: gpu/audit.py loads only when a GPU call is measured or a report reads audits.
+    def measure(
+        self, name: str, num_gpus: float, started: float, duration: float, error: str | None
+    ) -> Any:
+        from .gpu.audit import measure
+
+        return measure(name, num_gpus, started, duration, error)
+
+    def latest_records(self) -> Any:
+        from .gpu.audit import audit_records
+
+        return audit_records()
+
+
 _hooks.set_gpu_memory_sizer(_size_gpu_memory)
+_hooks.set_gpu_use(_GpuUse())
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -3,11 +3,12 @@
 Used by the GPU probe (inside a task), the GPU-use audit (on a worker), the GPU sizing (one task
 per GPU node) and the server's monitor (this machine). NVML ignores ``CUDA_VISIBLE_DEVICES``: a
 listing is the node's devices, whatever a task was given. Without the ``nvidia-ml-py`` package
-or an NVIDIA driver, the listing is empty and ``error`` says why; nothing raises.
+or an NVIDIA driver, the listing is empty, ``error`` says why and ``reason`` says which case it
+is (for code to test; the sentence is for people); nothing raises.
 
 >>> view = devices()
 >>> sorted(view)
-['devices', 'driver', 'error']
+['devices', 'driver', 'error', 'reason']
 >>> view["devices"] == [] or "memory_total" in view["devices"][0]
 True
 """
@@ -16,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
-__all__ = ["Device", "DeviceList", "devices", "session", "start", "stop", "text"]
+__all__ = ["Device", "DeviceList", "Reason", "devices", "session", "start", "stop", "text"]
+
+#: Why a listing is empty: the package is missing, no driver is loaded, or NVML failed later.
+Reason = Literal["not_installed", "no_driver", "failed"]
 
 
 class Device(TypedDict, total=False):
@@ -40,6 +44,7 @@ class DeviceList(TypedDict):
     devices: list[Device]
     driver: str | None
     error: str | None
+    reason: Reason | None  #: None when NVML answered
 
 
 def text(value: Any) -> str:
@@ -47,12 +52,15 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_NOT_INSTALLED = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+
+
 def start() -> tuple[Any, str | None]:
     """The initialised ``pynvml`` module, or None and why not (pair with :func:`stop`)."""
     try:
         import pynvml
     except ImportError:
-        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        return None, _NOT_INSTALLED
     try:
         pynvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - NVMLError subclasses, OSError on odd systems
@@ -103,7 +111,8 @@ def devices(utilization: bool = False) -> DeviceList:
     """
     with session() as (nvml, error):
         if nvml is None:
-            return {"devices": [], "driver": None, "error": error}
+            reason: Reason = "not_installed" if error == _NOT_INSTALLED else "no_driver"
+            return {"devices": [], "driver": None, "error": error, "reason": reason}
         try:
             found: list[Device] = []
             for index in range(nvml.nvmlDeviceGetCount()):
@@ -113,6 +122,7 @@ def devices(utilization: bool = False) -> DeviceList:
                     device["utilization"] = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
                 found.append(device)
             driver = text(nvml.nvmlSystemGetDriverVersion())
-            return {"devices": found, "driver": driver, "error": None}
+            return {"devices": found, "driver": driver, "error": None, "reason": None}
         except Exception as exc:  # noqa: BLE001
-            return {"devices": [], "driver": None, "error": f"NVML failed: {exc}"}
+            error = f"NVML failed: {exc}"
+            return {"devices": [], "driver": None, "error": error, "reason": "failed"}

@@ -9,20 +9,60 @@ client, whose authentication mode is global to the process:
   client that sends a token to a cluster without authentication gets tasks that run and actors
   that "die before they ran"; Ray's message points nowhere near the cause).
 - :func:`speaks_ray_client`: whether a ``ray://`` address is a Ray client server.
+- :func:`tcp_answer` and :func:`reachable`: whether anything accepts a TCP connection at an
+  address, the one place this package (its server, its kernels and its tests) asks that.
 
 >>> auth_mismatch("10.0.0.5:6379")      # doctest: +SKIP
 'The cluster at 10.0.0.5:6379 has token authentication off, but this kernel sends a token ...'
+>>> tcp_answer("not an address")
+'invalid'
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import socket
+from typing import Any, Literal
 
-__all__ = ["auth_mismatch", "client_sends_token", "gcs_wants_token", "speaks_ray_client"]
+__all__ = [
+    "auth_mismatch",
+    "client_sends_token",
+    "gcs_wants_token",
+    "reachable",
+    "speaks_ray_client",
+    "tcp_answer",
+]
+
+TcpAnswer = Literal["open", "refused", "unreachable", "invalid"]
 
 _GCS_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 _CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
+
+
+def tcp_answer(address: str, timeout: float = 3.0) -> TcpAnswer:
+    """What a TCP connect to ``host:port`` (or ``ray://host:port``) gets.
+
+    ``"open"`` (something accepts), ``"refused"`` (the host answers, nothing listens),
+    ``"unreachable"`` (no answer in ``timeout`` seconds, or no route) or ``"invalid"`` (not a
+    ``host:port``). An empty host means this machine.
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        target = (host.strip("[]") or "127.0.0.1", int(port))
+    except ValueError:
+        return "invalid"
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except (OSError, ValueError):  # timeouts, no route, a name that does not resolve
+        return "unreachable"
+
+
+def reachable(address: str, timeout: float = 3.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` (or ``ray://host:port``)."""
+    return tcp_answer(address, timeout) == "open"
 
 
 def _call(target: str, method: str, request: bytes, timeout: float, metadata: Any = None) -> Any:

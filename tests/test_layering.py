@@ -1,7 +1,8 @@
 """Dependencies point one way: no import cycle, and hpc's private files stay private.
 
-Read statically from the source (every import, lazy ones inside functions included, since a
-lazy import that closes a loop still ties the two modules together).
+Read statically from the source: every import, lazy ones inside functions included (a lazy
+import that closes a loop still ties the two modules together), and every
+``importlib.import_module("eugo_jupyter...")`` string, which is an import by another name.
 """
 
 from __future__ import annotations
@@ -25,12 +26,26 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts}
 
 
+def _is_import_module_call(node: ast.AST) -> bool:
+    """``import_module("x")`` or ``importlib.import_module("x")`` with a literal first argument."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return called == "import_module" and isinstance(node.args[0], ast.Constant)
+
+
 def _imports(name: str, path: Path) -> set[str]:
     """The eugo_jupyter modules ``name`` imports (``from pkg import sub`` counts as ``pkg.sub``)."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
+        if _is_import_module_call(node):
+            assert isinstance(node, ast.Call)
+            target = node.args[0].value  # type: ignore[attr-defined]
+            if isinstance(target, str) and target.startswith(ROOT):
+                found.add(target)
+        elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.startswith(ROOT)}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -56,6 +71,35 @@ def test_the_scan_sees_the_package() -> None:
     assert "eugo_jupyter.hpc._internal" in GRAPH["eugo_jupyter.gpu.check"]
     assert "eugo_jupyter.hpc._hooks" in GRAPH["eugo_jupyter.hpc._distribute"]
     assert len(MODULES) > 40
+
+
+def test_the_scan_reads_import_module_strings(tmp_path: Path) -> None:
+    # A guard for the guard: an import spelled as a string is an edge like any other.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import importlib\n"
+        "def f():\n"
+        "    return importlib.import_module('eugo_jupyter.gpu.audit')._private()\n"
+    )
+    assert "eugo_jupyter.gpu.audit" in _imports("eugo_jupyter.hpc.m", source)
+
+
+#: What hpc sits below: these build on it and plug into ``hpc/_hooks.py``, never the reverse.
+ABOVE_HPC = ("gpu", "server", "magics", "widgets", "pandas")
+
+
+def test_hpc_imports_nothing_that_builds_on_it() -> None:
+    offenders = sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith("eugo_jupyter.hpc")
+        for target in targets
+        if target.split(".")[1:2] and target.split(".")[1] in ABOVE_HPC
+    )
+    assert offenders == [], (
+        "hpc must not import the parts above it; register a hook in hpc/_hooks.py:\n"
+        + "\n".join(offenders)
+    )
 
 
 def test_no_module_outside_hpc_reaches_into_its_private_files() -> None:
@@ -102,6 +146,7 @@ def test_leaf_modules_import_nothing_above_them() -> None:
     assert GRAPH["eugo_jupyter.exceptions"] == set()
     assert GRAPH["eugo_jupyter._units"] <= {"eugo_jupyter.exceptions"}
     assert GRAPH["eugo_jupyter._nvml"] <= {"eugo_jupyter.exceptions", "eugo_jupyter._units"}
+    assert GRAPH["eugo_jupyter._gpu_use"] == set()
 
 
 def test_every_error_class_lives_in_the_eugo_error_tree() -> None:

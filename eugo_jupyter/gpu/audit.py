@@ -33,42 +33,25 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from .. import _nvml
+from .._gpu_use import RECORD_KEYS, AuditRecord
 from .._units import format_bytes
 from ..hpc._internal import ensure, hooks, session_generation
 from .probe import GPU_LIBRARIES
 
-__all__ = ["AuditRecord", "AuditSummary", "GPUAudit", "audit", "audit_records"]
+__all__ = [
+    "RECORD_KEYS",
+    "AuditRecord",
+    "AuditSummary",
+    "GPUAudit",
+    "audit",
+    "audit_records",
+    "measure",
+]
 
 _latest: GPUAudit | None = None
-
-
-class AuditRecord(TypedDict):
-    """One audited GPU call, as the worker reports it (see :func:`audit_records`)."""
-
-    function: str
-    task_id: str | None
-    node_id: str | None
-    gpu_ids: list[str]
-    num_gpus: float  #: the GPUs the call requested
-    started_at: float  #: epoch seconds
-    duration_s: float
-    gpu_seconds: float  #: num_gpus x duration_s
-    used: bool | None  #: None when it cannot be told
-    evidence: str
-    peak_memory: int | None
-    peak_source: str | None
-    device_memory_total: int | None
-    share_memory: int | None
-    exceeded_share: bool
-    gpu_libraries: list[str]
-    error: str | None
-
-
-#: The keys every record has, in order (see :func:`audit_records`).
-RECORD_KEYS = tuple(AuditRecord.__annotations__)
 
 
 class _Collector:
@@ -126,9 +109,10 @@ def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
         _nvml.stop(nvml)
 
 
-def _measure(
+def measure(
     name: str, num_gpus: float, started: float, duration: float, error: str | None
 ) -> AuditRecord:
+    """Judge, inside the worker and after the call, whether this process used its GPU share."""
     import ray
 
     context = ray.get_runtime_context()
@@ -206,7 +190,7 @@ def _run_audited(
         raise
     finally:
         try:
-            record = _measure(name, num_gpus, started, time.perf_counter() - clock, error)
+            record = measure(name, num_gpus, started, time.perf_counter() - clock, error)
             ray.get(collector.add.remote(record), timeout=30)
         except Exception:  # noqa: BLE001 - the audit must never fail the user's task
             pass

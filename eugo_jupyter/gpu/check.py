@@ -22,6 +22,8 @@ from ..hpc._internal import (
     ensure,
     fix_for,
     infeasible_reason,
+    missing_everywhere,
+    needs_sentence,
     request_of,
     resolve_options,
 )
@@ -161,6 +163,31 @@ def _prepare(
     return validated, request_of(validated, "task")
 
 
+def infeasible_facts(
+    request: Mapping[str, float], nodes: list[Any], node: str | None = None
+) -> dict[str, Any] | None:
+    """What the verdict needs when no node (or not the pinned ``node``) can run the probe.
+
+    The sentences come from the feasibility check, as data the verdict picks from:
+    ``infeasible`` (about the cluster, or about the node when pinned), ``infeasible_needs``,
+    ``infeasible_missing`` (resources no node has at all) and ``infeasible_on_node``.
+    """
+    reason = infeasible_reason(request, nodes)
+    if reason is None:
+        return None
+    facts: dict[str, Any] = {
+        "infeasible": reason,
+        "infeasible_needs": needs_sentence(request),
+        "infeasible_missing": missing_everywhere(request, nodes),
+        "fix": fix_for(request, nodes),
+        "pinned_node": node,
+    }
+    if node is not None:
+        on_node = infeasible_reason(request, nodes, about="node") or ""
+        facts["infeasible_on_node"] = on_node.split("; ", 1)[-1]
+    return facts
+
+
 def _start(validated: dict[str, Any], request: dict[str, float], node: str | None) -> Any:
     """A pending probe (an ObjectRef), or a finished GPUReport when no node can run it."""
     ensure()
@@ -176,9 +203,8 @@ def _start(validated: dict[str, Any], request: dict[str, float], node: str | Non
                     validated,
                 )  # fmt: skip
             node = nodes[0].node_id
-        reason = infeasible_reason(request, nodes)
-        if reason is not None:
-            facts = {"infeasible": reason, "fix": fix_for(request, nodes), "pinned_node": node}
+        facts = infeasible_facts(request, nodes, node)
+        if facts is not None:
             return GPUReport(facts, validated)
     options = dict(validated)
     if node is not None:

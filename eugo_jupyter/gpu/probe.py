@@ -117,6 +117,7 @@ def probe(
         "kernel_error": None,
         "max_memory_allocated": None,
         "nvml_error": None,
+        "nvml_reason": None,
         "nvml_driver": None,
         "nvml_devices": [],
         "nvml_device": None,
@@ -133,6 +134,7 @@ def probe(
         facts["torch_error"] = f"torch is not installed ({exc.name or exc})"
     nvml_view = nvml_devices()
     facts["nvml_error"] = nvml_view["error"]
+    facts["nvml_reason"] = nvml_view["reason"]
     facts["nvml_driver"] = nvml_view["driver"]
     facts["nvml_devices"] = [
         {k: d[k] for k in ("index", "name", "uuid", "memory_total", "mig")}
@@ -160,6 +162,7 @@ def probe(
                 handle = _visible_handle(nvml, facts["device_uuid"])
             except Exception as exc:  # noqa: BLE001
                 facts["nvml_error"] = f"NVML could not find the task's device: {exc}"
+                facts["nvml_reason"] = "failed"
             if handle is not None:
                 device = _nvml.device_facts(nvml, handle)
                 facts["nvml_device"] = device["name"]

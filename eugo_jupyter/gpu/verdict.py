@@ -42,29 +42,30 @@ def _nvml_sees(facts: Mapping[str, Any]) -> str | None:
 def _nvml_none(facts: Mapping[str, Any]) -> str:
     error = facts.get("nvml_error")
     if error:
-        return "NVML found no driver" if "could not start" in error else f"NVML: {error}"
+        return (
+            "NVML found no driver" if facts.get("nvml_reason") == "no_driver" else f"NVML: {error}"
+        )
     return "NVML lists no device on the node"
 
 
 def decide(facts: Mapping[str, Any]) -> Verdict:
     """Pass or fail, and the sentence a user reads.
 
-    >>> decide({"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU"})
+    The infeasible case reads the feasibility check's parts (``infeasible_needs``,
+    ``infeasible_missing``, ``infeasible_on_node``), never its sentence's words.
+
+    >>> decide({"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU",
+    ...         "infeasible_missing": ["GPU"]})
     Verdict(ok=False, verdict='no node in this cluster has a GPU')
     """
     if facts.get("infeasible"):
         reason = str(facts["infeasible"])
         pinned = facts.get("pinned_node")
-        if pinned and "; " in reason:  # the sentence is about that node, not the whole cluster
-            needs, why = reason.split("; ", 1)
-            for cluster_words in (
-                "no node in this cluster has an ",
-                "no node in this cluster has a ",
-            ):
-                why = why.replace(cluster_words, "it has no ")
-            why = why.replace("the largest node has", "it has")
-            return Verdict(False, f"node {pinned[:8]} cannot run this probe ({needs}): {why}")
-        if reason.startswith("needs") and "no node in this cluster has a GPU" in reason:
+        on_node = facts.get("infeasible_on_node")
+        if pinned and on_node:  # the sentence is about that node, not the whole cluster
+            needs = facts.get("infeasible_needs") or "the request"
+            return Verdict(False, f"node {pinned[:8]} cannot run this probe ({needs}): {on_node}")
+        if "GPU" in (facts.get("infeasible_missing") or ()):
             return Verdict(False, "no node in this cluster has a GPU")
         return Verdict(False, f"no node can run this probe: {reason}")
     if facts.get("timeout") is not None:

@@ -17,8 +17,8 @@ from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
 from ._feasibility import fix_for, infeasible_reason
 from ._raystate import Snapshot, snapshot
+from ._sizing import pickle_problem
 from ._submissions import RequestKey
-from .cells.worker import pickle_problem
 
 __all__ = ["current_snapshot", "explain_unpicklable", "infeasible_message", "warn_if_infeasible"]
 
@@ -100,7 +100,10 @@ def _captured(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def explain_unpicklable(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], error: BaseException
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    error: BaseException | str,
 ) -> SerializationError | None:
     """Name the argument or captured variable that cannot be pickled, or None if none is found."""
     label = getattr(fn, "__qualname__", repr(fn))

@@ -21,6 +21,8 @@ __all__ = [
     "describe_request",
     "fix_for",
     "infeasible_reason",
+    "missing_everywhere",
+    "needs_sentence",
     "waiting_from",
 ]
 
@@ -52,14 +54,23 @@ def _largest(nodes: list[NodeFacts], name: str) -> float:
     return max((node.total.get(name, 0.0) for node in nodes), default=0.0)
 
 
-def infeasible_reason(request: Mapping[str, float], nodes: Iterable[NodeFacts]) -> str | None:
+def infeasible_reason(
+    request: Mapping[str, float], nodes: Iterable[NodeFacts], *, about: str = "cluster"
+) -> str | None:
     """None if some alive node could run ``request`` once it is idle, else a plain sentence.
+
+    ``about="node"`` words it for one node (``nodes`` holds just that node): "it has no GPU"
+    where the cluster's sentence says "no node in this cluster has a GPU".
 
     >>> infeasible_reason({"CPU": 1, "GPU": 1}, [NodeFacts("a", "", True, True, {"CPU": 2}, {})])
     'needs 1 GPU and 1 CPU; no node in this cluster has a GPU'
+    >>> infeasible_reason(
+    ...     {"CPU": 4}, [NodeFacts("a", "", True, True, {"CPU": 2}, {})], about="node"
+    ... )
+    'needs 4 CPUs; it has 2 CPUs'
     """
     alive = [node for node in nodes if node.alive]
-    needs = f"needs {describe_request(request)}"
+    needs = needs_sentence(request)
     if not alive:
         return f"{needs}; the cluster has no alive node"
     if any(all(node.total.get(k, 0.0) >= v for k, v in request.items()) for node in alive):
@@ -72,11 +83,28 @@ def infeasible_reason(request: Mapping[str, float], nodes: Iterable[NodeFacts]) 
             noun = _NOUNS.get(name, (name, name))[0]
             if most == 0:
                 article = "an" if noun[0].lower() in "aeiou" else "a"
-                clauses.append(f"no node in this cluster has {article} {noun}")
+                owner = "it has no" if about == "node" else f"no node in this cluster has {article}"
+                clauses.append(f"{owner} {noun}")
             else:
-                clauses.append(f"the largest node has {_amount(name, most)}")
+                owner = "it has" if about == "node" else "the largest node has"
+                clauses.append(f"{owner} {_amount(name, most)}")
         return f"{needs}; " + ", and ".join(clauses)
     return f"{needs}; some nodes have each part, but no single node has all of it at once"
+
+
+def needs_sentence(request: Mapping[str, float]) -> str:
+    """``{"CPU": 1, "GPU": 1}`` -> ``"needs 1 GPU and 1 CPU"``, the head of every reason."""
+    return f"needs {describe_request(request)}"
+
+
+def missing_everywhere(request: Mapping[str, float], nodes: Iterable[NodeFacts]) -> list[str]:
+    """The requested resources that no alive node has at all (``["GPU"]`` on a CPU cluster).
+
+    >>> missing_everywhere({"CPU": 1, "GPU": 1}, [NodeFacts("a", "", True, True, {"CPU": 2}, {})])
+    ['GPU']
+    """
+    alive = [node for node in nodes if node.alive]
+    return [k for k, v in request.items() if v and _largest(alive, k) == 0]
 
 
 def fix_for(request: Mapping[str, float], nodes: Iterable[NodeFacts]) -> str:

@@ -10,6 +10,10 @@ in, so an unobserved call pays one lookup).
   magics bind a finished ``--no-block`` cell's names there).
 - :func:`set_gpu_memory_sizer`: turns ``gpu_memory="6GB"`` into ``num_gpus`` on this cluster's
   GPUs (registered by the package root, implemented in ``gpu/sizing.py``).
+- :func:`set_gpu_use`: how a worker judges whether a call used its GPU, and the records of the
+  latest GPU-use audit (registered by the package root, implemented in ``gpu/audit.py``);
+  readiness and ``run.report()`` read them through :func:`measure_gpu_use` and
+  :func:`latest_audit_records`, which answer ``None`` and ``[]`` when nothing is plugged in.
 
 >>> calls = []
 >>> on_get(calls.append)
@@ -24,18 +28,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from .._gpu_use import AuditRecord
 from ..exceptions import ConflictError, OptionsError
 
 __all__ = [
     "AuditHook",
+    "GpuUse",
     "Recorder",
     "audit",
+    "latest_audit_records",
+    "measure_gpu_use",
     "on_get",
     "recorder",
     "remove_on_get",
     "run_after_get",
     "set_audit",
     "set_gpu_memory_sizer",
+    "set_gpu_use",
     "set_recorder",
     "size_gpu_memory",
 ]
@@ -75,12 +84,28 @@ class Recorder(Protocol):
 AuditHook = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 GpuMemorySizer = Callable[[Mapping[str, Any]], dict[str, Any]]
 
+
+class GpuUse(Protocol):
+    """What the GPU audit offers hpc (see ``gpu/audit.py``)."""
+
+    def measure(
+        self, name: str, num_gpus: float, started: float, duration: float, error: str | None
+    ) -> AuditRecord:
+        """Judge, in the worker after a call, whether it used its GPU share."""
+        ...
+
+    def latest_records(self) -> list[AuditRecord]:
+        """The records of the latest GPU-use audit started in this kernel."""
+        ...
+
+
 #: The active run recorder (``eugo.hpc.profile()``), else None.
 recorder: Recorder | None = None
 #: Set only while ``eugo.gpu.audit()`` is active, else None.
 audit: AuditHook | None = None
 _after_get: list[Callable[[list[Any]], None]] = []
 _gpu_memory_sizer: GpuMemorySizer | None = None
+_gpu_use: GpuUse | None = None
 
 
 def set_recorder(new: Recorder | None) -> None:
@@ -137,3 +162,23 @@ def size_gpu_memory(options: Mapping[str, Any]) -> dict[str, Any]:
             "or give num_gpus= directly (such as num_gpus=0.25)."
         )
     return _gpu_memory_sizer(options)
+
+
+def set_gpu_use(gpu_use: GpuUse | None) -> None:
+    """Register how GPU use is judged and where audit records are (the package root does)."""
+    global _gpu_use
+    _gpu_use = gpu_use
+
+
+def measure_gpu_use(
+    name: str, num_gpus: float, started: float, duration: float, error: str | None = None
+) -> AuditRecord | None:
+    """The GPU-use record of a call that just ran in this worker; None when no audit is plugged."""
+    if _gpu_use is None:
+        return None
+    return _gpu_use.measure(name, num_gpus, started, duration, error)
+
+
+def latest_audit_records() -> list[AuditRecord]:
+    """The latest GPU-use audit's records (``[]`` when there was none or none is plugged in)."""
+    return _gpu_use.latest_records() if _gpu_use is not None else []

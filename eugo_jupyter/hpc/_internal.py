@@ -9,7 +9,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
   :func:`request_of`, :func:`format_options`;
 - the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
-  :func:`infeasible_message`, :func:`infeasible_reason`, :func:`fix_for`, :func:`waiting_from`,
+  :func:`infeasible_message`, :func:`infeasible_reason` (with :func:`needs_sentence` and
+  :func:`missing_everywhere`, its parts as data), :func:`fix_for`, :func:`waiting_from`,
   :func:`describe_request`, :func:`diagnose`;
 - the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
@@ -30,7 +31,14 @@ from . import _hooks as hooks
 from . import _session, cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
 from ._checks import current_snapshot, explain_unpicklable, infeasible_message
-from ._feasibility import describe_request, fix_for, infeasible_reason, waiting_from
+from ._feasibility import (
+    describe_request,
+    fix_for,
+    infeasible_reason,
+    missing_everywhere,
+    needs_sentence,
+    waiting_from,
+)
 from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
@@ -64,6 +72,8 @@ __all__ = [
     "in_notebook",
     "infeasible_message",
     "infeasible_reason",
+    "missing_everywhere",
+    "needs_sentence",
     "probe",
     "published_dashboard",
     "request_of",

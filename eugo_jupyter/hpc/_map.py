@@ -28,6 +28,7 @@ from ..exceptions import MapItemError, OptionsError, SerializationError
 from . import _data_location, _distribute
 from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order
 from ._options import resolve_options
+from ._sizing import pickle_problem
 
 __all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
 
@@ -143,15 +144,12 @@ def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], st
 
 
 def _first_unpicklable(items: list[Any], start: int) -> SerializationError | None:
-    from ray import cloudpickle
-
     for offset, item in enumerate(items):
-        try:
-            cloudpickle.dumps(item)
-        except Exception as exc:  # noqa: BLE001 - the failure is the answer
+        problem = pickle_problem(item)
+        if problem is not None:
             return SerializationError(
                 f"Item #{start + offset} ({_repr.repr(item)}) cannot be sent to a worker: "
-                f"{type(exc).__name__}: {exc}. Nothing more was submitted. Fix: pass what the "
+                f"{problem}. Nothing more was submitted. Fix: pass what the "
                 "object is made from (a path, a number) and build it inside the function."
             )
     return None
@@ -266,7 +264,7 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     if batch_size != "auto" and (
         isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
     ):
-        raise ValueError(
+        raise OptionsError(
             f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
         )
     if shared is not None and not isinstance(shared, Mapping):

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._gpu_use import AuditRecord
 from . import _hooks, _session
 from ._insights import analyze
 from ._probe import Timing
 from ._recording import Recorder, RunModel, TaskRecord
 from ._report import Report
-
-if TYPE_CHECKING:  # gpu builds on hpc: at run time the audit is imported only when read
-    from ..gpu.audit import AuditRecord
 
 __all__ = ["Report", "Run", "profile"]
 
@@ -147,16 +145,14 @@ class Run(Recorder):
         """Per-function statistics and findings with fixes; renders as tables and a timeline.
 
         ``gpu_audit``: records of an ``eugo.gpu.audit()``; when omitted, those of the latest
-        audit started (:func:`eugo_jupyter.gpu.audit_records`).
+        audit started (``eugo.gpu.audit_records()``, read through ``hpc/_hooks.py``).
 
         >>> report = run.report()                      # doctest: +SKIP
         >>> [f["kind"] for f in report.findings]       # doctest: +SKIP
         ['blocking_too_early']
         """
-        from ..gpu.audit import audit_records
-
         model = self.model(wait)
-        audit = list(gpu_audit) if gpu_audit is not None else audit_records()
+        audit = list(gpu_audit) if gpu_audit is not None else _hooks.latest_audit_records()
         return Report(model, analyze(model, audit))
 
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _checks, _data_location, _session
+from . import _checks, _data_location, _hooks, _session
 from ._batching import slots as _slots
 from ._map import _unwrap
 from ._options import request_of
 from ._readiness_model import Check, Measurements, ReadinessReport, predict, timing_checks
+from ._sizing import pickle_problem
 
 __all__ = ["readiness"]
 
@@ -82,10 +83,7 @@ def _sample(
         tracemalloc.stop()
     audit = None
     if gpus > 0:
-        import importlib
-
-        gpu_audit = importlib.import_module("eugo_jupyter.gpu.audit")  # the module, not audit()
-        audit = gpu_audit._measure(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times), None)
+        audit = _hooks.measure_gpu_use(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times))
     return {
         "times": times,
         "calls": calls,
@@ -120,21 +118,16 @@ class _Readiness:
 
     def pickles(self) -> str | None:
         """The first thing that cannot be pickled, as a sentence; records the check."""
-        from ray import cloudpickle
-
-        try:
-            cloudpickle.dumps((self.plain, self.shared))
-        except Exception as exc:  # noqa: BLE001 - the failure is the answer
-            explained = _checks.explain_unpicklable(self.plain, (), self.shared, exc)
-            detail = str(explained or f"{self.label} cannot be pickled: {exc}")
+        problem = pickle_problem((self.plain, self.shared))
+        if problem is not None:
+            explained = _checks.explain_unpicklable(self.plain, (), self.shared, problem)
+            detail = str(explained or f"{self.label} cannot be pickled: {problem}")
             return self._fail_pickle(detail)
         for index, item in enumerate(self.items[: max(self.sample, 100)]):
-            try:
-                cloudpickle.dumps(item)
-            except Exception as exc:  # noqa: BLE001
+            problem = pickle_problem(item)
+            if problem is not None:
                 return self._fail_pickle(
-                    f"item #{index} ({type(item).__name__}) cannot be pickled: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"item #{index} ({type(item).__name__}) cannot be pickled: {problem}"
                 )
         self.checks.append(Check("arguments can be pickled", True, "the function and items pickle"))
         return None

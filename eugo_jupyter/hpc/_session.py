@@ -10,11 +10,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import socket
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .._rayprobe import reachable
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 
@@ -69,14 +69,7 @@ def resolve_address(address: str | None = None) -> tuple[str | None, str]:
 def _reachable(address: str, timeout: float = 3.0) -> bool:
     if address.startswith("ray://") or address in ("auto", "local"):
         return True
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection(
-            (host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout
-        ):
-            return True
-    except (OSError, ValueError):
-        return False
+    return reachable(address, timeout)
 
 
 def probe(address: str, timeout: float = 5.0) -> str | None:

@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["captured_sizes", "function_size", "pickled_size"]
+__all__ = ["captured_sizes", "function_size", "pickle_problem", "pickled_size"]
 
 #: What a future or actor handle inside an argument costs: Ray sends its id, not its value.
 REF_BYTES = 64
@@ -81,6 +81,26 @@ def pickled_size(value: Any) -> int:
     pickler.refs = 0
     pickler.dump(value)
     return sink.n + REF_BYTES * pickler.refs
+
+
+def pickle_problem(value: Any) -> str | None:
+    """None if Ray can serialize ``value``; else why, in the pickler's words.
+
+    The one place the package asks "can this travel?" (call sites, ``map`` items, readiness,
+    ``%%distribute`` names on both sides): nothing is copied or kept, and a future inside the
+    value is fine, as it is for Ray.
+
+    >>> import threading
+    >>> pickle_problem(threading.Lock())
+    "TypeError: cannot pickle '_thread.lock' object"
+    >>> pickle_problem({"rows": [1, 2]}) is None
+    True
+    """
+    try:
+        pickled_size(value)
+    except Exception as exc:  # noqa: BLE001 - any failure to pickle is the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def function_size(fn: Callable[..., Any]) -> int:

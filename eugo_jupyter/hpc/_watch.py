@@ -15,7 +15,6 @@ next call connects again (to the active cluster, or the embedded Ray).
 
 from __future__ import annotations
 
-import socket
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -54,15 +53,13 @@ def watched_address() -> str | None:
 def gone(address: str) -> str | None:
     """Why the cluster at ``address`` is gone, or None while its head answers."""
     global _unanswered
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=3.0):
-            pass
-    except ConnectionRefusedError:
+    from .._rayprobe import gcs_wants_token, tcp_answer
+
+    answer = tcp_answer(address, timeout=3.0)
+    if answer == "refused":
         return "its head stopped accepting connections"
-    except OSError:
+    if answer != "open":
         return "its head cannot be reached any more"
-    from .._rayprobe import gcs_wants_token
 
     if gcs_wants_token(address, timeout=5.0) is None:
         _unanswered += 1

@@ -12,10 +12,10 @@ through the dashboard), GPUs through NVML for nodes on this machine.
 from __future__ import annotations
 
 import functools
-import socket
 from typing import Any
 
 from .. import _nvml
+from .._rayprobe import reachable
 from ..hpc._internal import (
     dashboard_auth_headers,
     published_dashboard,
@@ -51,17 +51,6 @@ def auth_headers() -> dict[str, str]:
     """The HTTP header that carries this account's Ray token to a dashboard (empty without)."""
     _use_token_auth()
     return dashboard_auth_headers()
-
-
-def reachable(address: str, timeout: float = 3.0) -> bool:
-    """Whether something accepts TCP connections at ``host:port`` (or ``ray://host:port``)."""
-    hostport = address.removeprefix("ray://")
-    host, _, port = hostport.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def dashboard_of(gcs_address: str, timeout: float = 5.0) -> str | None:

@@ -8,8 +8,13 @@ import json
 
 import pytest
 
-from eugo_jupyter.gpu.check import GPUReport
+from eugo_jupyter.gpu.check import GPUReport, infeasible_facts
 from eugo_jupyter.gpu.verdict import decide
+from eugo_jupyter.hpc._internal import NodeFacts
+
+# Nodes as the GCS describes them: a CPU-only node, and a node with one GPU.
+CPU_NODE = NodeFacts("a1b2c3d4e5f6", "192.0.2.2", True, True, {"CPU": 2.0}, {})
+ONE_GPU_NODE = NodeFacts("f6e5d4c3b2a1", "192.0.2.3", True, False, {"CPU": 2.0, "GPU": 1.0}, {})
 
 # Facts recorded from a probe task with num_gpus=1 on a node with one NVIDIA H200.
 RECORDED_H200 = {
@@ -31,6 +36,7 @@ RECORDED_H200 = {
     "kernel_error": None,
     "max_memory_allocated": 12582912,
     "nvml_error": None,
+    "nvml_reason": None,
     "nvml_driver": "570.133.20",
     "nvml_devices": [
         {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-4b1f2c3d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
@@ -60,6 +66,7 @@ RECORDED_DECLARED_ONLY = {
         "NVML could not start (NVML Shared Library Not Found); "
         "no NVIDIA driver is loaded on this node"
     ),
+    "nvml_reason": "no_driver",
     "nvml_driver": None,
     "nvml_devices": [],
     "nvml_device": None,
@@ -100,7 +107,9 @@ CASES = [
     (
         "pass, NVML missing on the node",
         recorded(
-            RECORDED_H200, nvml_error="nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+            RECORDED_H200,
+            nvml_error="nvidia-ml-py is not installed (pip install nvidia-ml-py)",
+            nvml_reason="not_installed",
         ),
         True,
         "ran on NVIDIA H200 (GPU 0); NVML could not confirm it (nvidia-ml-py is not installed "
@@ -196,26 +205,30 @@ CASES = [
         False,
         "this kernel sees no GPU: torch.cuda.is_available() is False and NVML found no driver",
     ),
+    # The infeasible cases: facts as the check builds them from the feasibility verdict.
     (
         "no GPU node at all",
-        {"infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU"},
+        infeasible_facts({"CPU": 1.0, "GPU": 1.0}, [CPU_NODE]),
         False,
         "no node in this cluster has a GPU",
     ),
     (
         "more GPUs than any node has",
-        {"infeasible": "needs 2 GPUs and 1 CPU; the largest node has 1 GPU"},
+        infeasible_facts({"CPU": 1.0, "GPU": 2.0}, [CPU_NODE, ONE_GPU_NODE]),
         False,
         "no node can run this probe: needs 2 GPUs and 1 CPU; the largest node has 1 GPU",
     ),
     (
         "pinned to a node without a GPU",
-        {
-            "infeasible": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU",
-            "pinned_node": "a1b2c3d4e5f6",
-        },
+        infeasible_facts({"CPU": 1.0, "GPU": 1.0}, [CPU_NODE], "a1b2c3d4e5f6"),
         False,
         "node a1b2c3d4 cannot run this probe (needs 1 GPU and 1 CPU): it has no GPU",
+    ),
+    (
+        "pinned to a GPU node too small for the request",
+        infeasible_facts({"CPU": 1.0, "GPU": 2.0}, [ONE_GPU_NODE], "f6e5d4c3b2a1"),
+        False,
+        "node f6e5d4c3 cannot run this probe (needs 2 GPUs and 1 CPU): it has 1 GPU",
     ),
     (
         "busy past the timeout",

@@ -97,8 +97,10 @@ def test_distributed_function_and_options() -> None:
 
 
 def test_bad_input_is_refused_with_the_fix() -> None:
-    with pytest.raises(ValueError, match="batch_size"):
-        eugo.hpc.map(square, range(3), batch_size=0)
+    # An option error like every other: OptionsError (still a ValueError for old handlers).
+    for bad in (0, -1, 2.5, True, "big"):
+        with pytest.raises(OptionsError, match="batch_size"):
+            eugo.hpc.map(square, range(3), batch_size=bad)
     with pytest.raises(OptionsError, match="num_gpus"):
         eugo.hpc.map(square, range(3), num_gpus=1.5)
     with pytest.raises(TypeError, match="iterable"):

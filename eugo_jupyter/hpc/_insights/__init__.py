@@ -25,14 +25,12 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..._gpu_use import AuditRecord
 from . import _scheduling, _usage
 from ._base import Analysis, Finding, FunctionStats, finished
 from ._scheduling import function_stats
-
-if TYPE_CHECKING:
-    from ...gpu.audit import AuditRecord
 
 __all__ = ["Analysis", "Finding", "FunctionStats", "analyze", "findings", "function_stats"]
 

@@ -8,8 +8,9 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..._gpu_use import AuditRecord
 from .._feasibility import describe_request
 from ._base import (
     Finding,
@@ -21,9 +22,6 @@ from ._base import (
     peak_concurrency,
     percentile,
 )
-
-if TYPE_CHECKING:
-    from ...gpu.audit import AuditRecord
 
 #: Thresholds, chosen with wide margins so that noise on a busy machine does not raise alarms.
 BLOCKING_MIN_CYCLES = 3  # submit-then-get-then-submit cycles before it is reported

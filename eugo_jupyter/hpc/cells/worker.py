@@ -24,6 +24,7 @@ import traceback
 from typing import Any
 
 from ...exceptions import CellError
+from .._sizing import pickle_problem
 
 __all__ = ["FLUSH_INTERVAL", "Chunks", "OutputHub", "notebook_cell", "pickle_problem"]
 
@@ -118,17 +119,6 @@ class _Stream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
-
-
-def pickle_problem(value: Any) -> str | None:
-    """None if ``value`` can travel back; else the reason. Buffers stay out of band (no copy)."""
-    from ray import cloudpickle
-
-    try:
-        cloudpickle.dumps(value, protocol=5, buffer_callback=lambda _buffer: None)
-    except Exception as exc:  # noqa: BLE001 - any failure to pickle is the answer
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def _collect(ns: dict[str, Any], plan: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
