@@ -14,7 +14,7 @@ from . import _engine
 from ._ops import Op, groups_body, rows_body, run_groups, run_rows
 from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, runs_here_below, sample_cost
 
-__all__ = ["Call", "split_kwargs"]
+__all__ = ["Call", "as_from", "combine", "pointwise_cast", "split_kwargs"]
 
 OPTION_KEYS = _engine.RAY_TASK_OPTIONS | {"gpu_memory"}
 
@@ -106,13 +106,15 @@ class Call:
 
     def _error(self, failure: _engine.Failure, unit: Any = None) -> BaseException:
         what = "group key" if self.method == "groupby.apply" else "row label"
-        return PartitionError(
+        # An instance of the original exception's type too, so `except KeyError:` still works.
+        return PartitionError.raised(
             f"{self.name} raised {failure.kind} in {failure.where}: {failure.text}\n"
             f"({what}: {failure.label!r}.) Reproduce it here by calling {self.label} on that "
             f"{'group' if self.method == 'groupby.apply' else 'row'}. Worker traceback:\n"
             f"{failure.trace}",
             failure.index,
             failure.label,
+            failure.error,
         )
 
     def _lost(self, exc: BaseException, unit: Any) -> BaseException:
@@ -265,14 +267,21 @@ class GroupSplit:
         self.keys = keys  # the key pandas gives each group number (its ``.name``)
 
 
-def combine(parts: list[Any]) -> Any:
-    """Join partition results as pandas would have computed them in one piece."""
+def combine(parts: list[Any], pointwise: Callable[[np.ndarray], Any] | None = None) -> Any:
+    """Join partition results as pandas would have computed them in one piece.
+
+    ``pointwise`` is how the input turns a whole column of results into an array (an extension
+    array's own cast, for ``map``); without it the values are inferred as pandas infers a list.
+    """
     if all(isinstance(p, pd.Series) for p in parts):
         result = pd.concat(parts)
         if len({str(p.dtype) for p in parts}) > 1:
-            # Each partition inferred its own dtype (ints here, floats or None there); infer
-            # once over all values, as pandas does over the whole column.
-            result = pd.Series(result.astype(object).tolist(), index=result.index, name=result.name)
+            # Each partition inferred its own dtype (ints here, floats or None there, an
+            # all-missing partition's null[pyarrow]); infer once over all values, as pandas
+            # does over the whole column.
+            values = np.concatenate([p.to_numpy(dtype=object) for p in parts])
+            data = pointwise(values) if pointwise is not None else values.tolist()
+            result = result._constructor(data, index=result.index, name=result.name)
         return result
     if all(isinstance(p, pd.DataFrame) for p in parts):
         result = pd.concat(parts)
@@ -288,3 +297,29 @@ def combine(parts: list[Any]) -> Any:
         "The function returned a DataFrame or Series for some partitions and a scalar for "
         "others; return the same kind for every partition."
     )
+
+
+def as_from(result: Any, data: Any, method: str) -> Any:
+    """What pandas' own ``method`` hands back beyond the values: the input's own index object
+    where the result's index is identical to it (pandas reuses it: ``result.index is
+    df.index``), and the input's metadata (``_metadata``, ``attrs``) through ``__finalize__``."""
+    if not isinstance(result, (pd.Series, pd.DataFrame)):
+        return result
+    index = data.index
+    if result.index is not index and len(result.index) == len(index):
+        if result.index.identical(index):
+            result.index = index
+    return result.__finalize__(data, method=method)
+
+
+def pointwise_cast(series: Any) -> Callable[[np.ndarray], Any] | None:
+    """How ``series.map`` turns the function's results into an array, where its extension array
+    uses the generic map (``map_array`` then ``_cast_pointwise_result``): then an
+    ``int64[pyarrow]`` input gives ``int64[pyarrow]`` even where a partition was all missing.
+    Numpy columns, categoricals, datetimes and sparse arrays map in their own way: None."""
+    from pandas.api.extensions import ExtensionArray
+
+    values = series._values
+    if isinstance(values, ExtensionArray) and type(values).map is ExtensionArray.map:
+        return values._cast_pointwise_result
+    return None
