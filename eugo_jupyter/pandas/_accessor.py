@@ -85,7 +85,11 @@ class FrameAccessor(_Base):
 
         try:
             parts = call.run_rows(frame, local)
-            return parts if not isinstance(parts, list) else as_from(combine(parts), frame, "apply")
+            return (
+                parts
+                if not isinstance(parts, list)
+                else as_from(combine(parts), frame, "apply", call.same_index)
+            )
         finally:
             self._finish(call)
 
@@ -177,7 +181,7 @@ class SeriesAccessor(_Base):
             parts = call.run_rows(series, local)
             if not isinstance(parts, list):
                 return parts
-            return as_from(combine(parts, pointwise_cast(series)), series, "map")
+            return as_from(combine(parts, pointwise_cast(series)), series, "map", call.same_index)
         finally:
             self._finish(call)
 

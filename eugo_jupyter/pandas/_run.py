@@ -88,6 +88,7 @@ class Call:
         self.shared = dict(shared or {})
         self.options = _engine.resolve_options(options, "task")
         self.plan: Plan | None = None
+        self.same_index = False
 
     # -- shared steps ----------------------------------------------------------------------
     def _sample_here(self) -> bool:
@@ -163,6 +164,9 @@ class Call:
         ]
         self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
+        # pandas hands the input's own index object to some results (a Series of scalars) and
+        # not others (frames): where it did so on every partition, it would on the whole.
+        self.same_index = all(results[p][1] for p in range(len(units)))
         return [results[p][0] for p in range(len(units))]
 
     # -- groups ----------------------------------------------------------------------------
@@ -192,7 +196,8 @@ class Call:
         units = []
         for p, codes in enumerate(members):
             positions = np.flatnonzero(part_of_row == p)
-            work = (box, p, positions, split.codes[positions], [split.keys[c] for c in codes])
+            keys = [split.keys[c] for c in codes]
+            work = (box, p, positions, split.codes[positions], keys, split.in_runs)
             units.append(_engine.Unit(p, int(sizes[codes].sum()), work))
         self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
@@ -232,6 +237,7 @@ class Call:
                 in_sample[mask],
                 sample_codes[mask],
                 [split.keys[c] for c in chosen],
+                split.in_runs,
             )
             if isinstance(out, _engine.Failure):
                 self._raise(out)
@@ -265,6 +271,9 @@ class GroupSplit:
         self.codes = codes  # group number per row, -1 for rows in no group (NaN keys)
         self.sizes = sizes  # rows per group number
         self.keys = keys  # the key pandas gives each group number (its ``.name``)
+        # Every group one run of rows (the frame sorted by group, rows in no group first), so
+        # pandas' groups are slices of the frame itself: see _ops._groups.
+        self.in_runs = bool(np.all(codes[1:] >= codes[:-1]))
 
 
 def combine(parts: list[Any], pointwise: Callable[[np.ndarray], Any] | None = None) -> Any:
@@ -299,14 +308,15 @@ def combine(parts: list[Any], pointwise: Callable[[np.ndarray], Any] | None = No
     )
 
 
-def as_from(result: Any, data: Any, method: str) -> Any:
+def as_from(result: Any, data: Any, method: str, same_index: bool) -> Any:
     """What pandas' own ``method`` hands back beyond the values: the input's own index object
-    where the result's index is identical to it (pandas reuses it: ``result.index is
-    df.index``), and the input's metadata (``_metadata``, ``attrs``) through ``__finalize__``."""
+    where pandas reuses it (``same_index``: it did so on every partition, ``result.index is
+    df.index``) and the result's index is identical to it, and the input's metadata
+    (``_metadata``, ``attrs``) through ``__finalize__``."""
     if not isinstance(result, (pd.Series, pd.DataFrame)):
         return result
     index = data.index
-    if result.index is not index and len(result.index) == len(index):
+    if same_index and result.index is not index and len(result.index) == len(index):
         if result.index.identical(index):
             result.index = index
     return result.__finalize__(data, method=method)

@@ -157,8 +157,11 @@ def test_the_result_carries_the_inputs_own_index_object_as_pandas_does() -> None
     applied = df.eugo.apply(double_a, axis=1, partitions=2)
     assert df.apply(double_a, axis=1).index is df.index
     assert applied.index is df.index
-    expanded = df.eugo.apply(lambda row: [row.a, row.b], axis=1, result_type="expand", partitions=2)
-    assert expanded.index is df.index
+    # A frame of results: pandas builds a new (equal) index, and so do the accessors.
+    pair = lambda row: [row.a, row.b]  # noqa: E731
+    expanded = df.eugo.apply(pair, axis=1, result_type="expand", partitions=2)
+    assert df.apply(pair, axis=1, result_type="expand").index is not df.index
+    assert expanded.index is not df.index and expanded.index.equals(df.index)
     s = df["a"]
     assert s.map(str).index is s.index
     assert s.eugo.map(str, partitions=2).index is s.index
@@ -183,7 +186,9 @@ def test_a_raising_function_raises_its_own_type_and_a_partition_error() -> None:
     assert "no such column" in str(error)
     assert isinstance(error.__cause__, KeyError)
     with pytest.raises(AttributeError, match="startswith") as info:
-        df.eugo.groupby("k", partitions=2).apply(lambda g: g.a.iloc[0].startswith("x"))
+        df.eugo.groupby("k", partitions=2).apply(
+            lambda g: g.a.iloc[0].startswith("x") if g.name == "p" else 0
+        )
     assert isinstance(info.value, PartitionError) and info.value.label == "p"
     assert "group 'p'" in str(info.value)
     with pytest.raises(ZeroDivisionError) as zero:
@@ -209,17 +214,35 @@ def test_a_custom_exception_is_caught_by_its_class_and_keeps_its_attributes() ->
 
 
 # -- 6. a MultiIndex level made from a RangeIndex --------------------------------------------------
+def by_a(group):  # type: ignore[no-untyped-def]
+    return group.sort_values("a")
+
+
 def test_a_multiindex_level_from_a_rangeindex_stays_a_rangeindex() -> None:
+    # Groups that are runs of rows: pandas slices them from the frame, so each keeps a RangeIndex
+    # and the result's inner level is one; a group copied out of order would lose it.
+    df = pd.DataFrame(
+        {
+            "k": [(0, 1)] * 3 + [(0, 4)] + [(2, 3)] * 4 + [(5,), (6,)],
+            "a": [0, 8, 9, 4, 3, 3, 5, 9, 3, 6],
+        }
+    )
+    result = df.eugo.groupby("k", partitions=2).apply(by_a)
+    expected = df.groupby("k").apply(by_a)
+    assert isinstance(expected.index.levels[1], pd.RangeIndex)
+    assert isinstance(result.index.levels[1], pd.RangeIndex)
+    assert_frame_equal(result, expected, check_index_type=True)
+    # Rows in no particular group order: pandas' own groups are copies, and so are ours.
+    shuffled = df.iloc[[0, 3, 1, 4, 8, 2, 5, 9, 6, 7]].reset_index(drop=True)
+    assert_frame_equal(
+        shuffled.eugo.groupby("k", partitions=2).apply(by_a),
+        shuffled.groupby("k").apply(by_a),
+        check_index_type=True,
+    )
+    # Row-wise calls keep the input's MultiIndex as it is.
     index = pd.MultiIndex.from_arrays([pd.RangeIndex(12), [f"x{i % 2}" for i in range(12)]])
     s = pd.Series(np.arange(12), index=index)
-    assert isinstance(s.map(str).index.levels[0], pd.RangeIndex)
-    mapped = s.eugo.map(str, partitions=2)
-    assert isinstance(mapped.index.levels[0], pd.RangeIndex)
-    assert_series_equal(mapped, s.map(str))
-    df = pd.DataFrame({"a": np.arange(12)}, index=index)
-    applied = df.eugo.apply(double_a, axis=1, partitions=2)
-    assert isinstance(applied.index.levels[0], pd.RangeIndex)
-    assert_series_equal(applied, df.apply(double_a, axis=1))
+    assert isinstance(s.eugo.map(str, partitions=2).index.levels[0], pd.RangeIndex)
 
 
 # -- and one more the suite found: a key Series that is one of the frame's own columns ------------
