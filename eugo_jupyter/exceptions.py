@@ -17,7 +17,8 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
      |                                      the cell's traceback and what it bound)
      +-- RemoteCellError (RuntimeError)     the cell's exception could not travel back as itself
-     +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition
+     +-- PartitionError (RuntimeError)      a ``.eugo`` pandas call failed in a partition; also
+     |                                      an instance of the function's own exception type
      +-- DataLocationError (FileNotFoundError)  a task's path does not exist on the node it ran on
 
     EugoWarning (UserWarning)
@@ -192,6 +193,86 @@ class PartitionError(EugoError, RuntimeError):
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (type(self), (str(self), self.partition, self.label))
+
+    @classmethod
+    def raised(
+        cls, message: str, partition: int | None, label: object, cause: BaseException | None
+    ) -> PartitionError:
+        """The error for a function that raised ``cause``: also an instance of its type.
+
+        As Ray's task errors are instances of the user's exception class, ``except KeyError:``
+        around an ``apply`` catches a ``KeyError`` raised on a worker; the error's own
+        attributes (``errno``, a custom field) are read from the cause. Without a cause that
+        could travel back, or for a type that cannot be combined, a plain ``PartitionError``.
+
+        >>> error = PartitionError.raised("row 'b': 'x'", 0, "b", KeyError("x"))
+        >>> isinstance(error, KeyError), isinstance(error, PartitionError), error.label
+        (True, True, 'b')
+        >>> type(error).__name__, str(error)
+        ('PartitionError(KeyError)', "row 'b': 'x'")
+        """
+        kind = _partition_error_class(type(cause)) if cause is not None else None
+        error = (kind or cls)(message, partition, label)
+        error.__cause__ = cause
+        if isinstance(cause, OSError) and isinstance(error, OSError):
+            # OSError keeps these in its own fields, which the error's __init__ did not set.
+            error.errno, error.strerror = cause.errno, cause.strerror
+            error.filename, error.filename2 = cause.filename, cause.filename2
+        return error
+
+
+_combined: dict[type[BaseException], type[PartitionError] | None] = {}
+
+
+def _partition_error_class(cause: type[BaseException]) -> type[PartitionError] | None:
+    """``PartitionError(<cause>)``: a subclass of both, made once per cause type."""
+    if issubclass(PartitionError, cause) or not issubclass(cause, Exception):
+        return PartitionError  # Exception, RuntimeError...; never KeyboardInterrupt and kin
+    if cause not in _combined:
+        name = f"PartitionError({cause.__name__})"
+        try:
+            kind = type(name, (PartitionError, cause), dict(_AS_CAUSE))
+        except TypeError:  # a base with its own C layout (rare): the plain error
+            kind = None
+        _combined[cause] = kind
+    return _combined[cause]
+
+
+def _rebuild(
+    message: str, partition: int | None, label: object, cause: BaseException | None
+) -> Any:
+    return PartitionError.raised(message, partition, label, cause)
+
+
+def _str(self: PartitionError) -> str:
+    return str(self.args[0]) if self.args else ""
+
+
+def _getattr(self: PartitionError, name: str) -> Any:
+    # Only names the error lacks: the cause's own attributes (OSError.errno, custom fields).
+    cause = BaseException.__getattribute__(self, "__cause__")
+    if cause is None or name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(cause, name)
+
+
+def _reduce(self: PartitionError) -> tuple[Any, ...]:
+    return (_rebuild, (str(self), self.partition, self.label, self.__cause__))
+
+
+def _init(self: PartitionError, message: str, partition: int | None, label: object) -> None:
+    PartitionError.__init__(self, message, partition, label)
+
+
+# What the combined classes override: their cause type's __init__ (whose arguments differ) and
+# __str__ (KeyError's quotes its argument), pickling by this module's name, and attribute reads.
+_AS_CAUSE: dict[str, Any] = {
+    "__init__": _init,
+    "__str__": _str,
+    "__getattr__": _getattr,
+    "__reduce__": _reduce,
+    "__module__": __name__,
+}
 
 
 class PandasFallbackWarning(EugoWarning):

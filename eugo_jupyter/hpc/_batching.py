@@ -82,16 +82,42 @@ class Failure:
         self.kind = type(error).__name__
         self.text = str(error)
         self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        try:
-            self.error_bytes: bytes | None = pickle.dumps(error)
-            pickle.loads(self.error_bytes)
-        except Exception:  # noqa: BLE001 - an exception that cannot travel is described instead
-            self.error_bytes = None
+        # Ray's cloudpickle: a class defined in the notebook (or pickled to the worker by value)
+        # comes back as the very class the driver has, so `except ThatError:` matches.
+        from ray import cloudpickle
+
+        self.error_bytes: bytes | None = None
+        for packed in (error, _Rebuilt(error)):
+            try:
+                self.error_bytes = cloudpickle.dumps(packed)
+                pickle.loads(self.error_bytes)
+                break
+            except Exception:  # noqa: BLE001 - an exception that cannot travel is described
+                self.error_bytes = None
 
     @property
     def error(self) -> BaseException | None:
         """The original exception, when it could travel back from the worker."""
         return pickle.loads(self.error_bytes) if self.error_bytes else None
+
+
+class _Rebuilt:
+    """An exception whose ``__init__`` does not take its own ``args`` back (``def __init__(self,
+    code, detail)`` calling ``super().__init__(f"{code}: {detail}")``), which plain pickling
+    cannot remake: unpickled as the same type, ``args`` and attributes, without ``__init__``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.kind, self.args, self.state = type(error), error.args, dict(vars(error))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_exception, (self.kind, self.args, self.state))
+
+
+def _rebuild_exception(kind: type[BaseException], args: tuple, state: dict[str, Any]) -> Any:
+    error = kind.__new__(kind, *args)
+    error.args = args
+    vars(error).update(state)
+    return error
 
 
 #: A unit's worker-side body: ``body(fn, shared, unit) -> results``; it returns a

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ._plan import Plan
-from ._run import Call, GroupSplit, combine, split_kwargs
+from ._run import Call, GroupSplit, as_from, combine, pointwise_cast, split_kwargs
 
 __all__ = ["FrameAccessor", "GroupBy", "SeriesAccessor", "last_plan"]
 
@@ -85,7 +85,11 @@ class FrameAccessor(_Base):
 
         try:
             parts = call.run_rows(frame, local)
-            return parts if not isinstance(parts, list) else combine(parts)
+            return (
+                parts
+                if not isinstance(parts, list)
+                else as_from(combine(parts), frame, "apply", call.same_index)
+            )
         finally:
             self._finish(call)
 
@@ -175,7 +179,9 @@ class SeriesAccessor(_Base):
 
         try:
             parts = call.run_rows(series, local)
-            return parts if not isinstance(parts, list) else combine(parts)
+            if not isinstance(parts, list):
+                return parts
+            return as_from(combine(parts, pointwise_cast(series)), series, "map", call.same_index)
         finally:
             self._finish(call)
 
@@ -261,7 +267,9 @@ class GroupBy:
         """What each group passes to the function: the selection, else the non-key columns."""
         if self._selection is not None:
             return self._frame[self._selection]
-        keys = set(self._key_columns())
+        # pandas' own exclusions: the key columns, and columns whose Series itself is a key
+        # (``groupby([df.a, df.b.dt.date])`` leaves out ``a`` but keeps ``b``).
+        keys = set(self._pandas().exclusions)
         return self._frame[[c for c in self._frame.columns if c not in keys]]
 
     def _proxy(self, selected: Any) -> Any:
@@ -270,7 +278,10 @@ class GroupBy:
         pandas joins the results through it (``apply`` on the proxy hands back the values the
         workers computed), so index, order, ``group_keys`` and ``as_index`` follow pandas itself.
         """
-        proxy = pd.DataFrame(index=self._frame.index)
+        # The frame's own class and metadata (``_metadata``, ``attrs``): pandas builds the
+        # result from the proxy, so a subclass and its attributes come back as they would.
+        proxy = self._frame.iloc[:, []]
+        proxy.index = self._frame.index  # the same object, as pandas' own result would carry
         for column in self._key_columns():
             proxy[column] = self._frame[column]
         names = [selected.name] if isinstance(selected, pd.Series) else list(selected.columns)
@@ -311,4 +322,10 @@ class GroupBy:
 
         one_column = isinstance(proxy, pd.core.groupby.SeriesGroupBy)
         extra = {} if one_column else {"include_groups": False}
-        return proxy.apply(computed, **extra)
+        result = proxy.apply(computed, **extra)
+        if by_code and all(value is None for value in by_code) and result.ndim == selected.ndim:
+            # Nothing returned for any group: pandas gives the data's columns with their dtypes,
+            # which the proxy's one-byte stand-ins do not have.
+            dtypes = selected.dtypes if selected.ndim == 2 else selected.dtype
+            result = result.astype(dtypes)
+        return result

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ._engine import Failure, fetch
 
 __all__ = ["Op", "groups_body", "rows_body"]
@@ -72,9 +74,11 @@ def rows_body(op: Op, shared: dict[str, Any], unit: tuple[list[Any], int, int, i
 
 
 def run_rows(op: Op, shared: dict[str, Any], part: Any, number: int | None, start: int) -> Any:
+    """``[result, pandas kept the partition's own index object]``, or a Failure."""
     counted = _Counted(op.fn)
     try:
-        return [op.run(part, counted, shared)]
+        result = op.run(part, counted, shared)
+        return [result, getattr(result, "index", None) is part.index]
     except Exception as exc:  # noqa: BLE001 - reported with the partition and row
         label = _failed_label(op, part, counted.calls)
         where = describe(number, part, start) if number is not None else "the sample run here"
@@ -83,10 +87,29 @@ def run_rows(op: Op, shared: dict[str, Any], part: Any, number: int | None, star
         return Failure(where, exc, index=number, label=label)
 
 
-def groups_body(op: Op, shared: dict[str, Any], unit: tuple[list[Any], int, Any, Any, list]) -> Any:
+def groups_body(
+    op: Op, shared: dict[str, Any], unit: tuple[list[Any], int, Any, Any, list, bool]
+) -> Any:
     """One partition of whole groups: a list of the function's results in group order."""
-    box, number, positions, codes, keys = unit
-    return run_groups(op, shared, fetch(box), number, positions, codes, keys)
+    box, number, positions, codes, keys, in_runs = unit
+    return run_groups(op, shared, fetch(box), number, positions, codes, keys, in_runs)
+
+
+def _groups(data: Any, positions: Any, codes: Any, in_runs: bool) -> Any:
+    """The partition's groups in code order, cut as pandas cuts them from the whole frame.
+
+    pandas slices each group from the frame sorted by group; when the frame already is (every
+    group one run of rows, ``in_runs``), the groups are slices of the frame itself and keep its
+    index's kind (a RangeIndex, a DatetimeIndex's freq). Otherwise they come from a copy in
+    group order, as pandas' do.
+    """
+    if in_runs:
+        edges = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]])
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            yield data.iloc[positions[a] : positions[b - 1] + 1]
+        return
+    for _, group in data.take(positions).groupby(codes, sort=True):
+        yield group
 
 
 def run_groups(
@@ -97,10 +120,10 @@ def run_groups(
     positions: Any,
     codes: Any,
     keys: list,
+    in_runs: bool = False,
 ) -> Any:
-    sub = data.take(positions)
     out = []
-    for (_, group), key in zip(sub.groupby(codes, sort=True), keys, strict=True):
+    for group, key in zip(_groups(data, positions, codes, in_runs), keys, strict=True):
         object.__setattr__(group, "name", key)  # as pandas' own apply does
         try:
             out.append(op.fn(group, *op.args, **op.kwargs, **shared))

@@ -14,7 +14,7 @@ from . import _engine
 from ._ops import Op, groups_body, rows_body, run_groups, run_rows
 from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, runs_here_below, sample_cost
 
-__all__ = ["Call", "split_kwargs"]
+__all__ = ["Call", "as_from", "combine", "pointwise_cast", "split_kwargs"]
 
 OPTION_KEYS = _engine.RAY_TASK_OPTIONS | {"gpu_memory"}
 
@@ -88,6 +88,7 @@ class Call:
         self.shared = dict(shared or {})
         self.options = _engine.resolve_options(options, "task")
         self.plan: Plan | None = None
+        self.same_index = False
 
     # -- shared steps ----------------------------------------------------------------------
     def _sample_here(self) -> bool:
@@ -106,13 +107,15 @@ class Call:
 
     def _error(self, failure: _engine.Failure, unit: Any = None) -> BaseException:
         what = "group key" if self.method == "groupby.apply" else "row label"
-        return PartitionError(
+        # An instance of the original exception's type too, so `except KeyError:` still works.
+        return PartitionError.raised(
             f"{self.name} raised {failure.kind} in {failure.where}: {failure.text}\n"
             f"({what}: {failure.label!r}.) Reproduce it here by calling {self.label} on that "
             f"{'group' if self.method == 'groupby.apply' else 'row'}. Worker traceback:\n"
             f"{failure.trace}",
             failure.index,
             failure.label,
+            failure.error,
         )
 
     def _lost(self, exc: BaseException, unit: Any) -> BaseException:
@@ -161,6 +164,9 @@ class Call:
         ]
         self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
+        # pandas hands the input's own index object to some results (a Series of scalars) and
+        # not others (frames): where it did so on every partition, it would on the whole.
+        self.same_index = all(results[p][1] for p in range(len(units)))
         return [results[p][0] for p in range(len(units))]
 
     # -- groups ----------------------------------------------------------------------------
@@ -190,7 +196,8 @@ class Call:
         units = []
         for p, codes in enumerate(members):
             positions = np.flatnonzero(part_of_row == p)
-            work = (box, p, positions, split.codes[positions], [split.keys[c] for c in codes])
+            keys = [split.keys[c] for c in codes]
+            work = (box, p, positions, split.codes[positions], keys, split.in_runs)
             units.append(_engine.Unit(p, int(sizes[codes].sum()), work))
         self.plan.sizes = [u.size for u in units]
         results = engine.run(_FixedPlanner(units, self.plan), self._error, self._lost)
@@ -230,6 +237,7 @@ class Call:
                 in_sample[mask],
                 sample_codes[mask],
                 [split.keys[c] for c in chosen],
+                split.in_runs,
             )
             if isinstance(out, _engine.Failure):
                 self._raise(out)
@@ -263,16 +271,26 @@ class GroupSplit:
         self.codes = codes  # group number per row, -1 for rows in no group (NaN keys)
         self.sizes = sizes  # rows per group number
         self.keys = keys  # the key pandas gives each group number (its ``.name``)
+        # Every group one run of rows (the frame sorted by group, rows in no group first), so
+        # pandas' groups are slices of the frame itself: see _ops._groups.
+        self.in_runs = bool(np.all(codes[1:] >= codes[:-1]))
 
 
-def combine(parts: list[Any]) -> Any:
-    """Join partition results as pandas would have computed them in one piece."""
+def combine(parts: list[Any], pointwise: Callable[[np.ndarray], Any] | None = None) -> Any:
+    """Join partition results as pandas would have computed them in one piece.
+
+    ``pointwise`` is how the input turns a whole column of results into an array (an extension
+    array's own cast, for ``map``); without it the values are inferred as pandas infers a list.
+    """
     if all(isinstance(p, pd.Series) for p in parts):
         result = pd.concat(parts)
         if len({str(p.dtype) for p in parts}) > 1:
-            # Each partition inferred its own dtype (ints here, floats or None there); infer
-            # once over all values, as pandas does over the whole column.
-            result = pd.Series(result.astype(object).tolist(), index=result.index, name=result.name)
+            # Each partition inferred its own dtype (ints here, floats or None there, an
+            # all-missing partition's null[pyarrow]); infer once over all values, as pandas
+            # does over the whole column.
+            values = np.concatenate([p.to_numpy(dtype=object) for p in parts])
+            data = pointwise(values) if pointwise is not None else values.tolist()
+            result = result._constructor(data, index=result.index, name=result.name)
         return result
     if all(isinstance(p, pd.DataFrame) for p in parts):
         result = pd.concat(parts)
@@ -288,3 +306,30 @@ def combine(parts: list[Any]) -> Any:
         "The function returned a DataFrame or Series for some partitions and a scalar for "
         "others; return the same kind for every partition."
     )
+
+
+def as_from(result: Any, data: Any, method: str, same_index: bool) -> Any:
+    """What pandas' own ``method`` hands back beyond the values: the input's own index object
+    where pandas reuses it (``same_index``: it did so on every partition, ``result.index is
+    df.index``) and the result's index is identical to it, and the input's metadata
+    (``_metadata``, ``attrs``) through ``__finalize__``."""
+    if not isinstance(result, (pd.Series, pd.DataFrame)):
+        return result
+    index = data.index
+    if same_index and result.index is not index and len(result.index) == len(index):
+        if result.index.identical(index):
+            result.index = index
+    return result.__finalize__(data, method=method)
+
+
+def pointwise_cast(series: Any) -> Callable[[np.ndarray], Any] | None:
+    """How ``series.map`` turns the function's results into an array, where its extension array
+    uses the generic map (``map_array`` then ``_cast_pointwise_result``): then an
+    ``int64[pyarrow]`` input gives ``int64[pyarrow]`` even where a partition was all missing.
+    Numpy columns, categoricals, datetimes and sparse arrays map in their own way: None."""
+    from pandas.api.extensions import ExtensionArray
+
+    values = series._values
+    if isinstance(values, ExtensionArray) and type(values).map is ExtensionArray.map:
+        return values._cast_pointwise_result
+    return None
