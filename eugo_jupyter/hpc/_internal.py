@@ -26,6 +26,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _hooks as hooks
 from . import _session, cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
@@ -35,6 +37,7 @@ from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
     format_options,
+    optimize_mode,
     request_of,
     resolve_options,
     validate_options,
@@ -58,6 +61,8 @@ __all__ = [
     "ensure",
     "explain_unpicklable",
     "fetch",
+    "optimize_mode",
+    "optimized",
     "fix_for",
     "format_options",
     "hooks",
@@ -82,3 +87,10 @@ __all__ = [
 def session_generation() -> int:
     """A number that changes on every connect and disconnect: a key for per-cluster caches."""
     return _session.generation
+
+
+def optimized(fn: Any, mode: Any, options: Any, expected_calls: int | None = None) -> Any:
+    """``fn`` run through the optimizer (``optimize=True``), for the accessors and the magics."""
+    from .optimize import wrap
+
+    return wrap(fn, mode, dict(options), expected_calls)
