@@ -63,6 +63,7 @@ __all__ = [
     "fetch",
     "optimize_mode",
     "optimized",
+    "optimized_inputs",
     "fix_for",
     "format_options",
     "hooks",
@@ -94,3 +95,17 @@ def optimized(fn: Any, mode: Any, options: Any, expected_calls: int | None = Non
     from .optimize import wrap
 
     return wrap(fn, mode, dict(options), expected_calls)
+
+
+def optimized_inputs(inputs: dict[str, Any], mode: Any, options: Any) -> dict[str, Any]:
+    """A cell's inputs with the notebook's own plain functions run through the optimizer."""
+    import types
+
+    from .optimize import wrap
+
+    return {
+        name: wrap(value, mode, dict(options))
+        if isinstance(value, types.FunctionType) and value.__module__ == "__main__"
+        else value
+        for name, value in inputs.items()
+    }

@@ -77,3 +77,37 @@ def test_notebook_switch_optimizes_calls_that_do_not_say(nb: Notebook) -> None:
     finally:
         eugo.hpc.set_optimize(False)
     assert _stats_of("cube_sum")
+
+
+def test_profile_report_shows_the_optimizations_measured_on_the_workers(nb: Notebook) -> None:
+    x = COMPILABLE["pairwise"][1][0]
+    task = eugo.hpc.distribute(nb["pairwise"])
+    with eugo.hpc.profile() as run:
+        results = eugo.hpc.get([task.options(optimize=True)(x) for _ in range(6)])
+    for result in results:
+        np.testing.assert_array_equal(result, nb["pairwise"](x))
+    report = run.report()
+    rows = {r["function"]: r for r in report.to_dict()["optimizations"]}
+    row = rows["pairwise"]
+    assert row["processes"] >= 1 and len(row["versions"]) == 1
+    assert row["versions"][0].endswith("array(float64, 2d, C)")  # read-only when from the store
+    assert row["verified"] >= 1 and row["max_diff"] == 0.0
+    assert "Optimizations:" in repr(report) and "pairwise: " in repr(report)
+    assert "<h4>Optimizations</h4>" in report._repr_html_()
+
+
+def test_read_only_arrays_from_the_object_store_add_one_version_not_one_per_call(
+    nb: Notebook,
+) -> None:
+    nb.cell(
+        "def row_sums(m):\n    out = np.zeros(m.shape[0])\n    for i in range(m.shape[0]):\n"
+        "        for j in range(m.shape[1]):\n            out[i] += m[i, j]\n    return out\n"
+    )
+    m = np.random.default_rng(3).random((300, 300))
+    ref = eugo.hpc.put(m)  # arrives read-only and zero-copy on the workers
+    task = eugo.hpc.distribute(nb["row_sums"]).options(optimize=True)
+    for result in eugo.hpc.get([task(ref) for _ in range(8)]):
+        np.testing.assert_allclose(result, m.sum(axis=1), rtol=1e-12)
+    stats = _stats_of("row_sums")
+    assert stats and all(len(s["versions"]) <= 2 for s in stats)
+    assert any("readonly" in v for s in stats for v in s["versions"])
