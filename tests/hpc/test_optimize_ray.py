@@ -3,6 +3,7 @@ per worker process, and a global changed in a later cell reaches the next call."
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -111,3 +112,20 @@ def test_read_only_arrays_from_the_object_store_add_one_version_not_one_per_call
     stats = _stats_of("row_sums")
     assert stats and all(len(s["versions"]) <= 2 for s in stats)
     assert any("readonly" in v for s in stats for v in s["versions"])
+
+
+def test_readiness_says_when_compiling_pays_with_the_numbers(nb: Notebook) -> None:
+    nb.cell(
+        "def walk(n):\n    x = 0.0\n    for i in range(20_000):\n"
+        "        x = (x * 1.0001 + i) % 7.0\n"
+        "    return x + n\n"
+    )
+    report = eugo.hpc.readiness(nb["walk"], list(range(200)))
+    advice = [c for c in report.checks if c.name == "compiling"]
+    assert len(advice) == 1, report.checks
+    assert re.search(
+        r"compiled, an item takes .+ instead of .+: with optimize=True the run is predicted at "
+        r".+ instead of .+",
+        advice[0].detail,
+    )
+    assert advice[0].ok is None  # advice: it does not change the verdict

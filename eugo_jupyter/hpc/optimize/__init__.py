@@ -45,7 +45,9 @@ def set_optimize(value: bool | str) -> None:
 
 def wrap(fn: Any, mode: Any, options: dict[str, Any], expected_calls: int | None = None) -> Any:
     """What a call site ships instead of ``fn`` when ``mode`` asks for an optimization."""
-    return Optimized(fn, mode, options.get("num_cpus"), expected_calls)
+    return Optimized(
+        fn, mode, options.get("num_cpus"), expected_calls, False, options.get("num_gpus")
+    )
 
 
 def optimize(fn: Any, *args: Any, **kwargs: Any) -> OptimizationReport:

@@ -41,7 +41,9 @@ def for_task(fn: Any, mode: Any, options: Mapping[str, Any]) -> tuple[Callable[.
     key = cands.key() if cands is not None else ""
     held = _tasks.get(id(fn))
     if held is None or held[0] != key:
-        optimized = Optimized(fn, mode, options.get("num_cpus"))
+        optimized = Optimized(
+            fn, mode, options.get("num_cpus"), None, False, options.get("num_gpus")
+        )
         held = _tasks[id(fn)] = (key, _task_function(optimized), {})
     _, task, remotes = held
     options_key = repr(sorted(options.items()))
@@ -57,4 +59,4 @@ def for_items(
 ) -> Optimized:
     """The item function of a map, knowing how many items each of ``slots`` workers runs."""
     expected = None if total is None else max(1, math.ceil(total / max(1, slots)))
-    return Optimized(fn, mode, options.get("num_cpus"), expected)
+    return Optimized(fn, mode, options.get("num_cpus"), expected, False, options.get("num_gpus"))

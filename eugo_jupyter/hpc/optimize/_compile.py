@@ -51,6 +51,8 @@ class Compiled:
 
     @property
     def how(self) -> str:
+        if not hasattr(self.dispatcher, "py_func"):  # offloaded: the runner of _offload
+            return f"offloaded to the GPU ({self.dispatcher.xp.name})"
         mode = "parallel (numba.njit(parallel=True))" if self.parallel else "serial (numba.njit)"
         helpers = f", with the helpers {', '.join(self.helpers)}" if self.helpers else ""
         return mode + helpers

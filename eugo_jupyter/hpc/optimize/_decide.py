@@ -14,7 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["ASSUMED_SAVING", "COMPILE_ESTIMATE_S", "Decision", "before_compile", "break_even"]
+__all__ = [
+    "ASSUMED_SAVING",
+    "COMPILE_ESTIMATE_S",
+    "Decision",
+    "before_compile",
+    "break_even",
+    "fmt",
+]
 
 #: The share of the plain time a compiled version is assumed to save, before it is measured.
 ASSUMED_SAVING = 0.9
@@ -72,3 +79,11 @@ def before_compile(plain_s: float, expected_calls: int | None) -> Decision:
         f"compiling pays after about {calls} calls per worker; this run has {expected_calls} "
         "per worker: kept Python",
     )
+
+
+def fmt(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} µs"

@@ -89,7 +89,7 @@ def _median(values: list[float | None]) -> float | None:
 
 def lines(rows: list[OptimizationRow]) -> list[str]:
     """The section as text lines (the report's text and HTML both use them)."""
-    from ._runtime import _fmt
+    from ._decide import fmt as _fmt
 
     out: list[str] = []
     for row in rows:

@@ -6,7 +6,8 @@ import html
 from typing import Any
 
 from . import _decide, _verify
-from ._runtime import Entry, _fmt
+from ._decide import fmt as _fmt
+from ._runtime import Entry
 
 __all__ = ["OptimizationReport"]
 

@@ -46,8 +46,13 @@ class Entry:
         num_cpus: float | None,
         expected_calls: int | None,
         force: bool,
+        mode: bool | str = True,
+        num_gpus: float | None = None,
     ) -> None:
         self.fn = fn
+        self.mode = mode
+        self.num_gpus = num_gpus
+        self.offload = ""  #: what GPU offload did, or why it was not tried
         self.cands = cands
         self.key = key
         self.num_cpus = num_cpus
@@ -101,6 +106,13 @@ class Entry:
             warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
             self._keep_python(_compile.INSTALL_HINT)
             return False
+        if (
+            self.num_gpus
+            and self.mode in (True, "gpu")
+            and not self.mutates
+            and self._offloaded(bound)
+        ):
+            return True
         decision = _decide.before_compile(plain_s, self.expected_calls)
         self.decision = decision.text
         if not decision.compile and not self.force:
@@ -130,6 +142,25 @@ class Entry:
         self.state = "verifying"
         return True
 
+    def _offloaded(self, bound: tuple) -> bool:
+        """Try the GPU (the call holds one): keep it when equal and faster, else say why."""
+        from . import _offload
+
+        xp, why = _offload.namespace()
+        if xp is None:
+            self.offload = f"GPU offload not tried: {why}"
+            self.notes.append(self.offload)
+            return False
+        found = _offload.trial(self.fn, bound, xp)
+        self.offload = found.text
+        self.notes.append(found.text)
+        if not found.kept:
+            return False
+        rebound = _offload.rebind(self.fn, xp.module)
+        self.compiled = _compile.Compiled(_offload.Runner(rebound, xp), False, [], 0.0, found.text)
+        self.state = "verifying"
+        return True
+
     def _verifying_call(self, args: tuple, kwargs: dict) -> Any:
         bound = _compile.bind(self.fn, args, kwargs)
         if bound is None:
@@ -142,10 +173,10 @@ class Entry:
         plain = self.fn(*args, **kwargs)
         plain_s = time.perf_counter() - began
         self.plain_times.append(plain_s)
-        if self.state == "new" and not self._prepare(bound, plain_s):
-            return plain
         if _verify.compare(bound, before, "arguments")[0] is not None:
             self.mutates = True
+        if self.state == "new" and not self._prepare(bound, plain_s):
+            return plain
         self._check(plain, bound, trial, before)
         return plain
 
@@ -209,8 +240,8 @@ class Entry:
         if compiled_s >= plain_s and not self.force:
             self.compiled = None
             self._keep_python(
-                f"the compiled version took {_fmt(compiled_s)} per call, Python {_fmt(plain_s)}: "
-                "kept Python"
+                f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
+                f"{_decide.fmt(plain_s)}: kept Python"
             )
             return
         self.state = "compiled"
@@ -293,19 +324,12 @@ class Entry:
             "fallback_error": self.fallback_error,
             "difference": self.difference.text() if self.difference else "",
             "help": [h.as_dict() for h in self.help],
+            "offload": self.offload,
         }
 
 
 def _call_text(args: tuple) -> str:
     return "(" + ", ".join(_verify._short.repr(a) for a in args) + ")"
-
-
-def _fmt(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} µs"
 
 
 class Optimized:
@@ -317,19 +341,25 @@ class Optimized:
     3
     """
 
-    __slots__ = ("fn", "mode", "num_cpus", "expected_calls", "force", "_entry", "__weakref__")
+    __slots__ = ("fn", "mode", "num_cpus", "expected_calls", "force", "num_gpus", "_entry",
+                 "__weakref__")  # fmt: skip
 
     def __init__(self, fn: Any, mode: bool | str = True, num_cpus: float | None = None,
-                 expected_calls: int | None = None, force: bool = False) -> None:  # fmt: skip
+                 expected_calls: int | None = None, force: bool = False,
+                 num_gpus: float | None = None) -> None:  # fmt: skip
         self.fn = fn
         self.mode = mode
         self.num_cpus = num_cpus
         self.expected_calls = expected_calls
         self.force = force
+        self.num_gpus = num_gpus
         self._entry: Entry | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Optimized, (self.fn, self.mode, self.num_cpus, self.expected_calls, self.force))
+        return (
+            Optimized,
+            (self.fn, self.mode, self.num_cpus, self.expected_calls, self.force, self.num_gpus),
+        )
 
     def __repr__(self) -> str:
         return f"<optimized {getattr(self.fn, '__qualname__', self.fn)!r}>"
@@ -343,8 +373,9 @@ class Optimized:
         entry = self._entry
         if entry is None:
             entry = self._entry = find_entry(
-                self.fn, self.num_cpus, self.expected_calls, self.force
-            )
+                self.fn, self.num_cpus, self.expected_calls, self.force, True, self.mode,
+                self.num_gpus,
+            )  # fmt: skip
         return entry
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -353,13 +384,14 @@ class Optimized:
 
 
 def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, force: bool,
-               cached: bool = True) -> Entry:  # fmt: skip
+               cached: bool = True, mode: bool | str = True,
+               num_gpus: float | None = None) -> Entry:  # fmt: skip
     """The entry for ``fn``'s current key in this process (a new one when ``cached`` is False)."""
     cands = _candidates.find(fn)
     key = cands.key() if cands is not None else f"plain:{id(fn)}"
     entry = _state.ENTRIES.get(key) if cached else None
     if entry is None:
-        entry = Entry(fn, cands, key, num_cpus, expected_calls, force)
+        entry = Entry(fn, cands, key, num_cpus, expected_calls, force, mode, num_gpus)
         if cached:
             _state.ENTRIES[key] = entry
     return entry

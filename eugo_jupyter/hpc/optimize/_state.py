@@ -36,6 +36,7 @@ class Stats(TypedDict, total=False):
     fallback_error: str
     difference: str
     help: list[dict[str, Any]]
+    offload: str  #: what GPU offload did, or why it was not tried
 
 
 def snapshot() -> list[Stats]:

@@ -153,7 +153,7 @@ class _Compare:
             index = tuple(int(i) for i in np.argwhere(~close)[0])
             at = f"{where}[{', '.join(map(str, index))}]" if index else where
             return Difference(
-                at, repr(a[index].item()), repr(b[index].item()), _beyond(a[index], b[index])
+                at, repr(_item(a[index])), repr(_item(b[index])), _beyond(a[index], b[index])
             )
         if a.dtype != b.dtype and not (a.dtype.kind in "biu" and b.dtype.kind in "biu"):
             if a.dtype.kind == "O" or b.dtype.kind == "O":
@@ -165,7 +165,11 @@ class _Compare:
             return None
         index = tuple(int(i) for i in np.argwhere(~np.asarray(equal))[0])
         at = f"{where}[{', '.join(map(str, index))}]" if index else where
-        return Difference(at, repr(a[index].item()), repr(b[index].item()), "values differ")
+        return Difference(at, repr(_item(a[index])), repr(_item(b[index])), "values differ")
+
+
+def _item(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def _boolish(value: Any) -> bool:
