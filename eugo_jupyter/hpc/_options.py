@@ -247,8 +247,16 @@ def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str
     {'gpu_memory': 6000000000}
     """
     allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
+    if kind == "actor" and options.get("optimize") not in (None, False):
+        raise OptionsError(
+            "optimize= is not an option for an actor: it compiles functions. Call an "
+            "optimized function from the actor's method instead (eugo.hpc.optimize(fn, ...) "
+            "shows what it does), or pass optimize= to the tasks and maps it runs."
+        )
     checked: dict[str, Any] = {}
     for key, value in options.items():
+        if key == "optimize" and kind == "actor":
+            continue  # optimize=False on an actor: nothing to do
         if key not in allowed and key not in ("gpu_memory", "optimize"):
             raise OptionsError(_unknown_key_message(key, allowed, kind))
         if value is None:

@@ -214,3 +214,11 @@ def test_options_accept_optimize_and_refuse_the_rest() -> None:
         assert _hooks.optimize_default is True
     finally:
         eugo.hpc.set_optimize(False)
+
+
+def test_an_actor_refuses_optimize_with_a_fix() -> None:
+    with pytest.raises(OptionsError, match="optimize= is not an option for an actor"):
+
+        @eugo.hpc.distribute(optimize=True)
+        class Counter:
+            pass

@@ -129,3 +129,17 @@ def test_readiness_says_when_compiling_pays_with_the_numbers(nb: Notebook) -> No
         advice[0].detail,
     )
     assert advice[0].ok is None  # advice: it does not change the verdict
+
+
+def test_pandas_accessor_with_optimize_equals_pandas(nb: Notebook) -> None:
+    import pandas as pd
+
+    nb.cell(
+        "def steps(n):\n    s = 0\n    while n > 1:\n"
+        "        n = n // 2 if n % 2 == 0 else 3 * n + 1\n"
+        "        s += 1\n    return s\n"
+    )
+    series = pd.Series(range(1, 5001))
+    expected = series.map(nb["steps"])
+    got = series.eugo.map(nb["steps"], optimize=True, partitions=2)
+    pd.testing.assert_series_equal(got, expected)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import functools
 import hashlib
 import inspect
 import marshal
@@ -40,13 +41,19 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 def global_names(fn: types.FunctionType) -> list[str]:
     """The global names ``fn``'s code loads (nested comprehensions included), in order."""
+    return list(_code_globals(fn.__code__))
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_globals(top: types.CodeType) -> tuple[str, ...]:
+    # Read once per code object: a task call works out its key on every submission.
     names: list[str] = []
-    for code in _codes(fn.__code__):
+    for code in _codes(top):
         for ins in dis.get_instructions(code):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
                 if ins.argval not in names:
                     names.append(ins.argval)
-    return names
+    return tuple(names)
 
 
 def _is_notebook_function(value: Any, namespace: dict[str, Any], module: str | None) -> bool:
