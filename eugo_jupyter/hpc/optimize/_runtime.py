@@ -75,6 +75,7 @@ class Entry:
         self.python_fallbacks = 0
         self.fallback_error = ""
         self.failed_attempts: list[str] = []
+        self.seen_types: set[tuple[Any, ...]] = set()  # argument kinds known to be compiled
 
     # -- the steps ----------------------------------------------------------------------------
     def call(self, args: tuple, kwargs: dict) -> Any:
@@ -255,9 +256,13 @@ class Entry:
         dispatcher = compiled.dispatcher
         if self.mutates:
             # Changed in place: it cannot be checked afterwards, so a new type is verified first.
-            signature, _ = _compile.argument_types(self.fn, bound)
-            if signature is None or signature not in dispatcher.overloads:
-                return self._new_version_mutating(args, kwargs, bound)
+            quick = _quick_types(bound)
+            if quick is None or quick not in self.seen_types:
+                signature, _ = _compile.argument_types(self.fn, bound)
+                if signature is None or signature not in dispatcher.overloads:
+                    return self._new_version_mutating(args, kwargs, bound)
+                if quick is not None:
+                    self.seen_types.add(quick)
         versions = len(dispatcher.overloads)
         try:
             result = dispatcher(*bound)
@@ -326,6 +331,22 @@ class Entry:
             "help": [h.as_dict() for h in self.help],
             "offload": self.offload,
         }
+
+
+def _quick_types(args: tuple) -> tuple[Any, ...] | None:
+    """What decides numba's type of each argument, cheaply; None when only numba can tell."""
+    out: list[Any] = []
+    for a in args:
+        kind = type(a)
+        if kind in (list, dict, tuple, set, int):  # element types / int width: ask numba
+            return None
+        flags = getattr(a, "flags", None)
+        if flags is not None and hasattr(a, "dtype"):
+            out.append((kind, a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous,
+                        flags.writeable, flags.aligned))  # fmt: skip
+        else:
+            out.append(kind)
+    return tuple(out)
 
 
 def _call_text(args: tuple) -> str:
