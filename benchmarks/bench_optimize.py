@@ -141,9 +141,20 @@ def off_path() -> None:
     print(f"   plain {a:.3f} s, optimize=False {b:.3f} s: ratio {b / a:.3f} (target <= 1.02)")
 
 
+def start_ray() -> None:
+    for _attempt in range(3):  # a busy shared machine can time a raylet's start out
+        try:
+            eugo.hpc.init(num_cpus=2)
+            return
+        except Exception as exc:  # noqa: BLE001
+            print(f"   (Ray did not start: {exc}; retrying)")
+            eugo.hpc.shutdown()
+    raise SystemExit("Ray did not start")
+
+
 if __name__ == "__main__":
     per_call()
-    eugo.hpc.init(num_cpus=2)
+    start_ray()
     map_vs_pool()
     compiles_per_worker()
     off_path()

@@ -27,6 +27,9 @@ __all__ = [
 ASSUMED_SAVING = 0.9
 #: Seconds one compile is assumed to cost before one was measured in this process.
 COMPILE_ESTIMATE_S = 0.3
+#: What the first compile in a fresh process adds: importing and initializing numba and LLVM
+#: (0.5 s measured on an idle machine, 2 s on a busy one).
+NUMBA_START_S = 1.0
 
 _measured: list[float] = []  # compile seconds measured in this process, latest last
 
@@ -36,8 +39,11 @@ def note_compile(seconds: float) -> None:
     _measured.append(seconds)
 
 
-def compile_estimate() -> float:
-    return _measured[-1] if _measured else COMPILE_ESTIMATE_S
+def compile_estimate(numba_was_loaded: bool = True) -> float:
+    """The last compile measured in this process, else the first one's estimate."""
+    if _measured:
+        return _measured[-1]
+    return COMPILE_ESTIMATE_S + (0.0 if numba_was_loaded else NUMBA_START_S)
 
 
 def break_even(plain_s: float, compiled_s: float, compile_s: float) -> int | None:
@@ -58,13 +64,15 @@ class Decision:
     text: str
 
 
-def before_compile(plain_s: float, expected_calls: int | None) -> Decision:
+def before_compile(
+    plain_s: float, expected_calls: int | None, estimate: float | None = None
+) -> Decision:
     """Whether to compile, from the first call's measured plain time.
 
-    >>> before_compile(0.001, 3).text
+    >>> before_compile(0.001, 3, estimate=0.3).text
     'compiling pays after about 334 calls per worker; this run has 3 per worker: kept Python'
     """
-    estimate = compile_estimate()
+    estimate = compile_estimate() if estimate is None else estimate
     calls = break_even(plain_s, plain_s * (1 - ASSUMED_SAVING), estimate) or 1
     if expected_calls is None:
         return Decision(True, f"compiling pays after about {calls} calls per worker")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 import types
 import warnings
@@ -103,6 +104,7 @@ class Entry:
             self.help.append(_explain._help(self.fn, line, kind, fix))
             self._keep_python(f"{kind} at line {line}")
             return False
+        numba_was_loaded = "numba" in sys.modules  # the first compile also pays numba's start
         if _compile.numba_module() is None:
             warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
             self._keep_python(_compile.INSTALL_HINT)
@@ -114,7 +116,8 @@ class Entry:
             and self._offloaded(bound)
         ):
             return True
-        decision = _decide.before_compile(plain_s, self.expected_calls)
+        estimate = _decide.compile_estimate(numba_was_loaded)
+        decision = _decide.before_compile(plain_s, self.expected_calls, estimate)
         self.decision = decision.text
         if not decision.compile and not self.force:
             self._keep_python(decision.text)
