@@ -17,6 +17,7 @@ from ._profile import Report, Run, profile
 from ._readiness import readiness
 from ._readiness_model import ReadinessReport
 from ._session import Connection, init, shutdown
+from .optimize import OptimizationReport, optimize, set_optimize
 
 __all__ = [
     "ActorProxy",
@@ -25,6 +26,7 @@ __all__ = [
     "Connection",
     "DistributedClass",
     "DistributedFunction",
+    "OptimizationReport",
     "ReadinessReport",
     "Report",
     "Run",
@@ -37,9 +39,11 @@ __all__ = [
     "get",
     "init",
     "map",
+    "optimize",
     "profile",
     "put",
     "readiness",
+    "set_optimize",
     "shutdown",
     "wait",
     "waiting",

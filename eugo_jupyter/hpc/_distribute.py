@@ -14,7 +14,7 @@ from typing import Any, TypeVar, overload
 
 from ..exceptions import OptionsError
 from . import _checks, _hooks, _session, _static, _submissions
-from ._options import request_of, resolve_options
+from ._options import check_optimize_request, request_of, resolve_options, split_optimize
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
 
@@ -34,12 +34,14 @@ def _submission_failed(
 class _Submitter:
     """Options validated once, the Ray handle built once: what a bound call needs to submit."""
 
-    __slots__ = ("kind", "name", "options", "request", "key")
+    __slots__ = ("kind", "name", "options", "request", "key", "optimize")
 
     def __init__(self, name: str, options: dict[str, Any], kind: str) -> None:
         self.kind = kind
         self.name = name
-        self.options = options
+        check_optimize_request(options)
+        # optimize= is ours, not Ray's: None means "as the notebook says" (eugo.hpc.set_optimize).
+        self.options, self.optimize = split_optimize(options)
         self.request = request_of(options, kind)
         self.key = _submissions.request_key(self.request)
 
@@ -90,23 +92,30 @@ class DistributedFunction:
             import ray
 
             self._remote = ray.remote(self._fn)
+            ray_defaults = self._default.options
             self._default_remote = (
-                self._remote.options(**self._defaults) if self._defaults else self._remote
+                self._remote.options(**ray_defaults) if ray_defaults else self._remote
             )
         return self._remote
 
     def _submit(self, submitter: _Submitter, remote: Any, args: tuple, kwargs: dict) -> Any:
         submitter.check(stacklevel=3)
+        fn = self._fn
+        mode = submitter.optimize
+        if mode or (mode is None and _hooks.optimize_default):
+            from .optimize import _calls  # optimize=True: ship the optimizer in fn's place
+
+            fn, remote = _calls.for_task(fn, mode or _hooks.optimize_default, submitter.options)
         try:
             # The profile and the audit plug in through _hooks (None costs one lookup each).
             audit, recorder = _hooks.audit, _hooks.recorder
             if audit is not None and "GPU" in submitter.request:
                 # The audit measures GPU calls; a profile running at the same time sees them
                 # through the audit's records instead of its own timing.
-                refs = audit(self._fn, submitter, args, kwargs)
+                refs = audit(fn, submitter, args, kwargs)
             elif recorder is not None:
                 refs = recorder.submit(
-                    submitter.name, self._fn, submitter.options, submitter.request, args, kwargs
+                    submitter.name, fn, submitter.options, submitter.request, args, kwargs
                 )
             else:
                 refs = remote.remote(*args, **kwargs)

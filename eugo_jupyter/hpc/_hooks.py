@@ -8,6 +8,7 @@ in, so an unobserved call pays one lookup).
 - :func:`set_audit`: the active ``eugo.gpu.audit()`` submits the calls that request GPUs.
 - :func:`on_get`: called with the futures after ``eugo.hpc.get`` returned their values (the
   magics bind a finished ``--no-block`` cell's names there).
+- ``optimize_default``: the notebook-wide ``optimize=`` (``eugo.hpc.set_optimize``).
 - :func:`set_gpu_memory_sizer`: turns ``gpu_memory="6GB"`` into ``num_gpus`` on this cluster's
   GPUs (registered by the package root, implemented in ``gpu/sizing.py``).
 - :func:`set_gpu_use`: how a worker judges whether a call used its GPU, and the records of the
@@ -106,6 +107,8 @@ audit: AuditHook | None = None
 _after_get: list[Callable[[list[Any]], None]] = []
 _gpu_memory_sizer: GpuMemorySizer | None = None
 _gpu_use: GpuUse | None = None
+#: ``optimize=`` for calls that do not say (``eugo.hpc.set_optimize``, ``%eugo optimize on``).
+optimize_default: bool | str = False
 
 
 def set_recorder(new: Recorder | None) -> None:

@@ -27,6 +27,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _hooks as hooks
 from . import _session, cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
@@ -43,6 +45,7 @@ from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
     format_options,
+    optimize_mode,
     request_of,
     resolve_options,
     validate_options,
@@ -66,6 +69,9 @@ __all__ = [
     "ensure",
     "explain_unpicklable",
     "fetch",
+    "optimize_mode",
+    "optimized",
+    "optimized_inputs",
     "fix_for",
     "format_options",
     "hooks",
@@ -92,3 +98,24 @@ __all__ = [
 def session_generation() -> int:
     """A number that changes on every connect and disconnect: a key for per-cluster caches."""
     return _session.generation
+
+
+def optimized(fn: Any, mode: Any, options: Any, expected_calls: int | None = None) -> Any:
+    """``fn`` run through the optimizer (``optimize=True``), for the accessors and the magics."""
+    from .optimize import wrap
+
+    return wrap(fn, mode, dict(options), expected_calls)
+
+
+def optimized_inputs(inputs: dict[str, Any], mode: Any, options: Any) -> dict[str, Any]:
+    """A cell's inputs with the notebook's own plain functions run through the optimizer."""
+    import types
+
+    from .optimize import wrap
+
+    return {
+        name: wrap(value, mode, dict(options))
+        if isinstance(value, types.FunctionType) and value.__module__ == "__main__"
+        else value
+        for name, value in inputs.items()
+    }

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _data_location, _distribute
-from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order
-from ._options import resolve_options
+from . import _data_location, _distribute, _session
+from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order, slots
+from ._options import optimize_mode, request_of, resolve_options
 from ._sizing import pickle_problem
 
 __all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
@@ -275,6 +275,12 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     if not isinstance(items, Sequence) and not hasattr(items, "__iter__"):
         raise TypeError(f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}.")
     source = _Items(items)
+    opts, mode = optimize_mode(opts)
+    if mode:
+        from .optimize import _calls
+
+        _session.ensure()
+        plain = _calls.for_items(plain, mode, opts, source.total, slots(request_of(opts)))
     name = f"map({label})"
     engine = Engine(name, _run_items, plain, shared, opts, progress, source.total, "item")
     engine.check(stacklevel=2)

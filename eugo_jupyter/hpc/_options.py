@@ -19,7 +19,21 @@ from .._units import parse_memory
 from ..exceptions import OptionsError
 from . import _hooks
 
-__all__ = ["format_options", "parse_memory", "request_of", "resolve_options", "validate_options"]
+__all__ = [
+    "OPTIMIZE_VALUES",
+    "check_optimize",
+    "check_optimize_request",
+    "format_options",
+    "parse_memory",
+    "request_of",
+    "resolve_options",
+    "optimize_mode",
+    "split_optimize",
+    "validate_options",
+]
+
+#: The values ``optimize=`` takes (False is the default: the plain function runs).
+OPTIMIZE_VALUES = (False, True, "cpu", "gpu")
 
 #: The options this project documents; anything else Ray's ``.options()`` takes is passed through.
 DOCUMENTED = (
@@ -155,6 +169,55 @@ def _check_runtime_env(value: Any) -> Any:
     )
 
 
+def check_optimize(value: Any) -> bool | str:
+    """``optimize=``: False, True, "cpu" or "gpu"; anything else names the allowed ones.
+
+    >>> check_optimize("cpu")
+    'cpu'
+    """
+    if isinstance(value, bool) or (isinstance(value, str) and value in ("cpu", "gpu")):
+        return value
+    raise OptionsError(
+        f"optimize={value!r} is not allowed: optimize must be False (the default), True "
+        '(compile on CPU, and offload to a GPU the call holds when it pays), "cpu" or "gpu".'
+    )
+
+
+def check_optimize_request(options: Mapping[str, Any]) -> None:
+    """``optimize="gpu"`` needs a call that holds a GPU.
+
+    >>> check_optimize_request({"optimize": "gpu", "num_gpus": 1})
+    """
+    if options.get("optimize") == "gpu" and not options.get("num_gpus"):
+        raise OptionsError(
+            'optimize="gpu" needs a GPU for the call: request one with num_gpus=1 (or a '
+            "fraction such as num_gpus=0.25), or use optimize=True to compile on the CPU."
+        )
+
+
+def split_optimize(options: Mapping[str, Any]) -> tuple[dict[str, Any], bool | str | None]:
+    """Ray's options, and the call's ``optimize=`` (None when it does not say).
+
+    >>> split_optimize({"num_cpus": 2, "optimize": True})
+    ({'num_cpus': 2}, True)
+    """
+    if "optimize" not in options:
+        return dict(options), None
+    rest = {k: v for k, v in options.items() if k != "optimize"}
+    return rest, options["optimize"]
+
+
+def optimize_mode(options: Mapping[str, Any]) -> tuple[dict[str, Any], bool | str]:
+    """Ray's options and the ``optimize=`` that applies: the call's, else the notebook's.
+
+    >>> optimize_mode({"num_cpus": 1})
+    ({'num_cpus': 1}, False)
+    """
+    check_optimize_request(options)
+    rest, mode = split_optimize(options)
+    return rest, _hooks.optimize_default if mode is None else mode
+
+
 _CHECKS = {
     "num_cpus": _check_num_cpus,
     "num_gpus": _check_num_gpus,
@@ -167,6 +230,7 @@ _CHECKS = {
     "accelerator_type": lambda v: _check_str("accelerator_type", v),
     "name": lambda v: _check_str("name", v),
     "runtime_env": _check_runtime_env,
+    "optimize": check_optimize,
 }
 
 
@@ -183,9 +247,17 @@ def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str
     {'gpu_memory': 6000000000}
     """
     allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
+    if kind == "actor" and options.get("optimize") not in (None, False):
+        raise OptionsError(
+            "optimize= is not an option for an actor: it compiles functions. Call an "
+            "optimized function from the actor's method instead (eugo.hpc.optimize(fn, ...) "
+            "shows what it does), or pass optimize= to the tasks and maps it runs."
+        )
     checked: dict[str, Any] = {}
     for key, value in options.items():
-        if key not in allowed and key != "gpu_memory":
+        if key == "optimize" and kind == "actor":
+            continue  # optimize=False on an actor: nothing to do
+        if key not in allowed and key not in ("gpu_memory", "optimize"):
             raise OptionsError(_unknown_key_message(key, allowed, kind))
         if value is None:
             continue

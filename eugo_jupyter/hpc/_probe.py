@@ -10,6 +10,7 @@ only.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -28,6 +29,8 @@ class Timing(TypedDict, total=False):
     nested_gets: int
     nested_get_s: float
     failed: bool
+    cpu_s: float  #: CPU seconds the process spent in the body (all its threads)
+    optimizations: list[Any]  #: this process's optimizer stats (``optimize._state.Stats``)
 
 
 class _TaskProbe:
@@ -96,10 +99,12 @@ def _run(body: Callable[[], Any], args: tuple, kwargs: dict) -> tuple[Any, Timin
     if installed:
         _hooks.set_recorder(probe)
     start = time.time()
+    cpu_start = time.process_time()
     try:
         value = body()
     finally:
         end = time.time()
+        cpu_s = time.process_time() - cpu_start
         if installed:
             _hooks.set_recorder(None)
     context = ray.get_runtime_context()
@@ -119,7 +124,11 @@ def _run(body: Callable[[], Any], args: tuple, kwargs: dict) -> tuple[Any, Timin
         "returned_put": returned_put,
         "nested_gets": probe.gets,
         "nested_get_s": probe.waited,
+        "cpu_s": cpu_s,
     }
+    optimizer = sys.modules.get("eugo_jupyter.hpc.optimize._state")  # loaded only if used
+    if optimizer is not None:
+        timing["optimizations"] = optimizer.snapshot()
     return value, timing
 
 

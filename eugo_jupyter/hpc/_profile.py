@@ -116,6 +116,8 @@ class Run(Recorder):
                         "returned_put": timing.get("returned_put", False),
                         "nested_gets": timing.get("nested_gets", 0),
                         "nested_get_s": timing.get("nested_get_s", 0.0),
+                        "cpu_s": timing.get("cpu_s"),
+                        "optimizations": timing.get("optimizations", []),
                     }
                 )
             else:

@@ -19,7 +19,7 @@ from typing import Any
 from . import _checks, _data_location, _hooks, _session
 from ._batching import slots as _slots
 from ._map import _unwrap
-from ._options import request_of
+from ._options import optimize_mode, request_of
 from ._readiness_model import Check, Measurements, ReadinessReport, predict, timing_checks
 from ._sizing import pickle_problem
 
@@ -108,7 +108,8 @@ class _Readiness:
 
     def __init__(self, fn: Any, items: list[Any], batch_size: int | str, shared: dict[str, Any],
                  sample: int, options: Mapping[str, Any]) -> None:  # fmt: skip
-        self.plain, self.label, self.opts = _unwrap(fn, options)
+        self.plain, self.label, opts = _unwrap(fn, options)
+        self.opts, self.optimize = optimize_mode(opts)
         self.items = items
         self.batch_size = batch_size
         self.shared = shared
@@ -285,6 +286,12 @@ class _Readiness:
         prediction = predict(m)
         self.gpu_check(found["audit"])
         self.checks.extend(timing_checks(m, prediction))
+        from .optimize import _advice  # would optimize=True pay more than distributing?
+
+        advice = _advice.compile_check(self.plain, sampled[0], self.shared, m, prediction,
+                                       self.optimize)  # fmt: skip
+        if advice is not None:
+            self.checks.append(advice)
         return ReadinessReport(m, prediction, self.checks)
 
     def paths_fail(self) -> bool:

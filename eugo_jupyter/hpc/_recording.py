@@ -73,6 +73,8 @@ class TaskRecord(TypedDict, total=False):
     returned_put: bool
     nested_gets: int
     nested_get_s: float
+    cpu_s: float | None  #: CPU seconds the worker process spent in the body
+    optimizations: list[Any]  #: the worker's optimizer stats after the call (optimize=True)
 
 
 class GetRecord(TypedDict):

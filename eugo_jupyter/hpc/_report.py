@@ -72,6 +72,10 @@ class Report:
         self.summary: dict[str, Any] = analysis["summary"]
         self.functions: list[FunctionStats] = analysis["functions"]
         self.findings: list[Finding] = analysis["findings"]
+        from .optimize import _profiled
+
+        #: One row per function run with optimize= (``optimize._profiled.OptimizationRow``).
+        self.optimizations: list[Any] = list(_profiled.section(model))
 
     def kinds(self) -> set[str]:
         """The kinds of finding present, e.g. ``{"tiny_tasks", "straggler"}``."""
@@ -79,7 +83,12 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data (for the panel or JSON)."""
-        return {"summary": self.summary, "functions": self.functions, "findings": self.findings}
+        return {
+            "summary": self.summary,
+            "functions": self.functions,
+            "findings": self.findings,
+            "optimizations": self.optimizations,
+        }
 
     def timeline(self) -> Any:
         """A matplotlib figure: one row per worker, one bar per task, coloured by function.
@@ -175,7 +184,15 @@ class Report:
             if png
             else "<p>(install matplotlib to see the timeline)</p>"
         )
-        return f"<div class='eugo-report'>{head}{stats}{findings}{image}</div>"
+        optimized = ""
+        if self.optimizations:
+            from .optimize import _profiled
+
+            items = "".join(
+                f"<li>{html.escape(line)}</li>" for line in _profiled.lines(self.optimizations)
+            )
+            optimized = f"<h4>Optimizations</h4><ul class='eugo-optimizations'>{items}</ul>"
+        return f"<div class='eugo-report'>{head}{stats}{findings}{optimized}{image}</div>"
 
     def __repr__(self) -> str:
         lines = [
@@ -189,4 +206,9 @@ class Report:
             )
         for item in self.findings:
             lines.append(f"- [{item['kind']}] {item['message']} Fix: {item['fix']}")
+        if self.optimizations:
+            from .optimize import _profiled
+
+            lines.append("Optimizations:")
+            lines += [f"  {line}" for line in _profiled.lines(self.optimizations)]
         return "\n".join(lines)

@@ -40,6 +40,8 @@ from ..hpc._internal import (
     explain_unpicklable,
     in_notebook,
     infeasible_message,
+    optimize_mode,
+    optimized_inputs,
     request_of,
 )
 from .flags import CELL_FLAGS, cell_flags, check_timeout, options_from, parse, resource_flags
@@ -146,6 +148,9 @@ class EugoMagics(Magics):
         user_ns = self.shell.user_ns
         inputs = {name: user_ns[name] for name in plan.free if name in user_ns}
         label = args.name or f"%%distribute In[{number}]"
+        options, mode = optimize_mode(options)
+        if mode:  # --optimize: the notebook's functions the cell calls run through the optimizer
+            inputs = optimized_inputs(inputs, mode, options)
 
         if not args.no_block:
             snap = current_snapshot()

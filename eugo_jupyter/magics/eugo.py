@@ -1,4 +1,4 @@
-"""``%eugo status | connect ADDRESS | options | check``: the cluster from the notebook.
+"""``%eugo status | connect ADDRESS | options | check | optimize on|off``: from the notebook.
 
 >>> %eugo connect 10.0.0.5:6379                 # doctest: +SKIP
 >>> %eugo options --num-gpus 0.25               # doctest: +SKIP
@@ -20,8 +20,11 @@ from .tracebacks import short
 
 __all__ = ["EugoLineMagics"]
 
-COMMANDS = ("status", "connect", "options", "check")
-USAGE = "Use %eugo status | connect ADDRESS | options [--num-cpus N --num-gpus F] | check."
+COMMANDS = ("status", "connect", "options", "check", "optimize")
+USAGE = (
+    "Use %eugo status | connect ADDRESS | options [--num-cpus N --num-gpus F] | check | "
+    "optimize on|off."
+)
 
 
 @magics_class
@@ -32,9 +35,14 @@ class EugoLineMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("command", metavar="COMMAND", help="status | connect ADDRESS | options | check")
     @argument(
-        "address", nargs="?", metavar="ADDRESS", help="For connect: host:port of the head (GCS)."
+        "command", metavar="COMMAND", help="status | connect ADDRESS | options | check | optimize"
+    )
+    @argument(
+        "address",
+        nargs="?",
+        metavar="ADDRESS",
+        help="For connect: host:port of the head (GCS); for optimize: on or off.",
     )
     @resource_flags
     def eugo(self, line: str) -> Any:
@@ -50,7 +58,9 @@ class EugoLineMagics(Magics):
             raise UsageError(f"%eugo has no command {command!r}.{hint} {USAGE}")
         if command == "connect" and not args.address:
             raise UsageError("%eugo connect needs an address: %eugo connect 10.0.0.5:6379.")
-        if command != "connect" and args.address:
+        if command == "optimize" and not args.address:
+            raise UsageError("%eugo optimize needs on or off: %eugo optimize on.")
+        if command not in ("connect", "optimize") and args.address:
             raise UsageError(f"%eugo {command} takes no address ({args.address!r}). {USAGE}")
         flags = any(getattr(args, k) is not None for k in (*RESOURCE_KEYS, "options"))
         if flags and command not in ("options", "check"):
@@ -87,6 +97,25 @@ class EugoLineMagics(Magics):
                 hpc.shutdown()
         hpc.init(address=args.address)
         return hpc.cluster()
+
+    def _optimize(self, args: Any) -> None:
+        from .. import hpc
+        from .flags import optimize_word
+
+        value = optimize_word(args.address, "%eugo optimize")
+        if value == "gpu":
+            raise UsageError(
+                "%eugo optimize gpu: a GPU is per call; use optimize='gpu' with num_gpus= on "
+                "that call, or %eugo optimize on."
+            )
+        hpc.set_optimize(value)
+        if value:
+            print(
+                "optimize=True for every call of this notebook that does not say otherwise "
+                "(eugo.hpc.set_optimize(True)); %eugo optimize off to stop."
+            )
+        else:
+            print("optimize is off: calls run the plain functions unless they say optimize=.")
 
     def _options(self, args: Any) -> Any:
         from ..widgets import ResourceOptions

@@ -23,12 +23,29 @@ from IPython.core.magic_arguments import argument, argument_group, parse_argstri
 from ..exceptions import OptionsError
 from ..hpc._internal import resolve_options
 
-__all__ = ["CELL_FLAGS", "cell_flags", "check_timeout", "options_from", "parse", "resource_flags"]
+__all__ = [
+    "CELL_FLAGS",
+    "cell_flags",
+    "check_timeout",
+    "optimize_word",
+    "options_from",
+    "parse",
+    "resource_flags",
+]
 
 CELL_FLAGS = (
     "--num-cpus N, --num-gpus F, --memory M, --gpu-memory M, --options W, --name NAME, "
-    "--timeout S, --no-block --out VAR"
+    "--timeout S, --no-block --out VAR, --optimize [MODE]"
 )
+#: What ``--optimize MODE`` and ``%eugo optimize on|off`` accept, as ``optimize=`` values.
+OPTIMIZE_WORDS: dict[str, bool | str] = {
+    "on": True,
+    "true": True,
+    "off": False,
+    "false": False,
+    "cpu": "cpu",
+    "gpu": "gpu",
+}
 #: The resource flags, as the option names they set.
 RESOURCE_KEYS = ("num_cpus", "num_gpus", "memory", "gpu_memory")
 
@@ -76,6 +93,11 @@ cell_flags = _stack(
     ),
     argument("--no-block", action="store_true", help="Return at once; needs --out VAR."),
     argument(
+        "--optimize", nargs="?", const="on", default=None, metavar="MODE",
+        help="Compile the notebook's functions the cell calls with numba, verified against "
+        "Python (MODE: on, cpu, gpu or off; as optimize= in the API).",
+    ),
+    argument(
         "--out", metavar="VAR", help="With --no-block: the variable that gets the cell's future."
     ),
 )  # fmt: skip
@@ -114,6 +136,18 @@ def check_timeout(timeout: float | None) -> None:
         )
 
 
+def optimize_word(word: str, where: str) -> bool | str:
+    """``on``/``off``/``cpu``/``gpu`` as an ``optimize=`` value, or a UsageError naming them.
+
+    >>> optimize_word("on", "--optimize"), optimize_word("off", "%eugo optimize")
+    (True, False)
+    """
+    value = OPTIMIZE_WORDS.get(word.lower())
+    if value is None:
+        raise UsageError(f"{where} {word}: use one of on, off, cpu or gpu.")
+    return value
+
+
 def options_from(args: Any, user_ns: dict[str, Any]) -> dict[str, Any]:
     """Options from ``--options W``, then the flags (which win); checked by the API's rules."""
     options: dict[str, Any] = {}
@@ -139,6 +173,9 @@ def options_from(args: Any, user_ns: dict[str, Any]) -> dict[str, Any]:
             options[key] = int(flag) if isinstance(flag, float) and flag.is_integer() else flag
     if getattr(args, "name", None):
         options["name"] = args.name
+    word = getattr(args, "optimize", None)
+    if word is not None:
+        options["optimize"] = optimize_word(word, "--optimize")
     try:
         return resolve_options(options, "task")
     except OptionsError as exc:

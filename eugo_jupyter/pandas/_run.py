@@ -16,7 +16,7 @@ from ._plan import SAMPLE_SHARE, Plan, pack_groups, plan, runs_here_below, sampl
 
 __all__ = ["Call", "as_from", "combine", "pointwise_cast", "split_kwargs"]
 
-OPTION_KEYS = _engine.RAY_TASK_OPTIONS | {"gpu_memory"}
+OPTION_KEYS = _engine.RAY_TASK_OPTIONS | {"gpu_memory", "optimize"}
 
 
 def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -82,11 +82,13 @@ class Call:
         self.method = method
         self.label = _label(fn)
         self.name = f"{method}({self.label})"
+        self.options, mode = _engine.optimize_mode(_engine.resolve_options(options, "task"))
+        if mode:
+            fn = _engine.optimized(fn, mode, self.options)
         self.op = Op(method, fn, args, kwargs)
         self.partitions = partitions
         self.progress = progress
         self.shared = dict(shared or {})
-        self.options = _engine.resolve_options(options, "task")
         self.plan: Plan | None = None
         self.same_index = False
 

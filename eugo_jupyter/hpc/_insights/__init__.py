@@ -19,6 +19,7 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 - ``global_state``: a task or actor assigning a module global;
 - ``redefined_in_loop``: a function or actor class decorated again on every iteration;
 - ``gpu_unused``: GPU requested but never used (from the GPU audit's records);
+- ``cpu_overrequest`` / ``cpu_underrequest``: a function's CPU use far from its ``num_cpus``;
 - ``cpu_behind_gpu``: CPU-only tasks waiting on GPU tasks that wait for a device, while CPUs idle.
 """
 
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._gpu_use import AuditRecord
-from . import _scheduling, _usage
+from . import _cpus, _scheduling, _usage
 from ._base import Analysis, Finding, FunctionStats, finished
 from ._scheduling import function_stats
 
@@ -45,6 +46,7 @@ def findings(
     stragglers, straggling = _scheduling.stragglers(model)
     return [
         *_usage.global_state(model),
+        *_cpus.cpu_sizing(model),
         *_scheduling.blocking_too_early(model),
         *_scheduling.in_order(model),
         *_usage.gets_in_async(model),

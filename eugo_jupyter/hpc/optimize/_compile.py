@@ -1,0 +1,169 @@
+"""Compiling with numba: the function and its helpers, the fallback ladder, the argument types.
+
+Every candidate helper is compiled first (``numba.njit``, never ``fastmath``) and the called
+function is rebuilt over a copy of its globals in which the helpers' names point at their
+compiled versions, so numba types the calls between them. Numba's own ``cache=True`` is not
+used: it is lost through cloudpickle (an unpickled dispatcher has no disk cache) and its
+notebook cache is keyed on one function's source only. The compile is explicit
+(``dispatcher.compile(signature)``) so that its seconds are measured apart from the run.
+
+The ladder: ``parallel=True`` when the call holds more than one CPU, then serial, then Python.
+A parallel compile that finds nothing to parallelize is replaced by the serial one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from . import _candidates
+
+__all__ = ["INSTALL_HINT", "Compiled", "argument_types", "build", "numba_module"]
+
+INSTALL_HINT = (
+    "numba is not installed here, so nothing was compiled and the plain function ran. Install "
+    "it in the notebook's environment (and the workers'): pip install numba"
+)
+
+
+def numba_module() -> Any | None:
+    """numba, or None where it is not installed."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba
+
+
+@dataclass
+class Compiled:
+    """One compiled version of a function and its helpers."""
+
+    dispatcher: Any
+    parallel: bool
+    helpers: list[str]
+    seconds: float = 0.0
+    note: str = ""  #: why this rung was taken ("parallel=True found nothing to run in parallel")
+
+    @property
+    def how(self) -> str:
+        if not hasattr(self.dispatcher, "py_func"):  # offloaded: the runner of _offload
+            return f"offloaded to the GPU ({self.dispatcher.xp.name})"
+        mode = "parallel (numba.njit(parallel=True))" if self.parallel else "serial (numba.njit)"
+        helpers = f", with the helpers {', '.join(self.helpers)}" if self.helpers else ""
+        return mode + helpers
+
+    def versions(self) -> list[str]:
+        """Each argument-type signature compiled, in words numba uses."""
+        return [", ".join(str(t) for t in sig) for sig in self.dispatcher.signatures]
+
+
+def _rebind(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType:
+    namespace = dict(fn.__globals__)
+    namespace.update(names)
+    new = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__doc__ = fn.__doc__
+    return new
+
+
+def _self_bound(dispatcher: Any) -> Any:
+    """A recursive function calls its compiled self (numba types self-recursion)."""
+    fn = dispatcher.py_func
+    if fn.__name__ in _candidates.global_names(fn):
+        fn.__globals__[fn.__name__] = dispatcher
+    return dispatcher
+
+
+def _jit(numba: Any, fn: types.FunctionType, parallel: bool) -> Any:
+    return numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
+
+
+def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: bool) -> Compiled:
+    """Compile ``cands`` for ``signature``; raises numba's error when it cannot."""
+    numba = numba_module()
+    assert numba is not None
+    compiled: dict[str, Any] = {}
+    for name, helper in cands.helpers.items():
+        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+    dispatcher = _self_bound(_jit(numba, _rebind(cands.fn, compiled), parallel))
+    note = ""
+    began = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dispatcher.compile(signature)
+    seconds = time.perf_counter() - began
+    if parallel and any("parallel" in str(w.message) for w in caught):
+        note = "parallel=True found nothing to run in parallel, so the serial version is used"
+        raise _NothingParallel(note, seconds)
+    return Compiled(dispatcher, parallel, list(compiled), seconds, note)
+
+
+class _NothingParallel(Exception):
+    def __init__(self, note: str, seconds: float) -> None:
+        super().__init__(note)
+        self.note, self.seconds = note, seconds
+
+
+def ladder(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel_first: bool
+           ) -> tuple[Compiled | None, list[tuple[str, BaseException]], float]:  # fmt: skip
+    """The first rung that compiles: ``(compiled, failures, seconds spent)``; failures name
+    each rung that did not, with numba's error."""
+    failures: list[tuple[str, BaseException]] = []
+    spent = 0.0
+    note = ""
+    for parallel in (True, False) if parallel_first else (False,):
+        try:
+            result = build(cands, signature, parallel)
+        except _NothingParallel as nothing:
+            note, spent = nothing.note, spent + nothing.seconds
+            continue
+        except Exception as exc:  # noqa: BLE001 - numba's errors are the report's material
+            failures.append(("parallel" if parallel else "serial", exc))
+            continue
+        result.seconds += spent
+        result.note = result.note or note
+        return result, failures, result.seconds
+    return None, failures, spent
+
+
+def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[Any, ...] | None:
+    """The call's arguments as positional ones (defaults filled), or None if they do not bind."""
+    if not kwargs and (fn.__defaults__ is None or len(args) >= fn.__code__.co_argcount):
+        if not (fn.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)):
+            return args
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    if bound.kwargs:
+        return None  # **kwargs cannot be passed to a compiled function
+    return tuple(bound.args)
+
+
+Bad = tuple[str, Any, BaseException]
+
+
+def argument_types(
+    fn: types.FunctionType, args: tuple[Any, ...]
+) -> tuple[tuple[Any, ...] | None, Bad | None]:
+    """numba's types of ``args``, or the first argument it cannot type ``(name, value, error)``."""
+    numba = numba_module()
+    assert numba is not None
+    from numba.core.typing.typeof import Purpose
+
+    names = list(inspect.signature(fn).parameters)
+    types_: list[Any] = []
+    for i, value in enumerate(args):
+        try:
+            types_.append(numba.typeof(value, Purpose.argument))
+        except Exception as exc:  # noqa: BLE001 - the argument is named in the report
+            name = names[i] if i < len(names) else f"#{i}"
+            return None, (name, value, exc)
+    return tuple(types_), None

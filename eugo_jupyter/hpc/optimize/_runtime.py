@@ -1,0 +1,421 @@
+"""The call path of an optimized function: decide, compile, verify, then run the compiled one.
+
+:class:`Optimized` is what is shipped to a worker instead of the plain function (it pickles as
+the plain function plus its settings). In each process it finds its :class:`Entry` by cache key
+once; the entry goes through the steps:
+
+1. ``new``: the first call runs the plain function (timed) on the real arguments, a copy of the
+   arguments having been taken first. Static reasons (a generator), a missing numba, arguments
+   numba cannot type, and the break-even (:mod:`._decide`) may keep Python here.
+2. compile: the ladder of :mod:`._compile` (parallel when the call holds more than one CPU,
+   then serial); a failure keeps Python with the line and the fix (:mod:`._explain`).
+3. ``verifying``: the first ``VERIFY_CALLS`` calls run both versions, the compiled one on the
+   copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
+   one returned. A difference drops the compiled version (a parallel one falls back to serial
+   first); a compiled version slower than Python is dropped too.
+4. ``compiled``: calls run the compiled version. A call it raises on (a ``None`` among floats)
+   reruns in Python and is counted; a call that compiled a new version (new argument types) is
+   checked against Python before its answer is used.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import types
+import warnings
+from typing import Any
+
+from . import _candidates, _compile, _decide, _explain, _state, _threads, _verify
+
+__all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
+
+#: Calls that run both versions before the compiled one is trusted.
+VERIFY_CALLS = 2
+
+
+class Entry:
+    """One function (one cache key) in one process: its state, compiled version and counts."""
+
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        cands: _candidates.Candidates | None,
+        key: str,
+        num_cpus: float | None,
+        expected_calls: int | None,
+        force: bool,
+        mode: bool | str = True,
+        num_gpus: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self.mode = mode
+        self.num_gpus = num_gpus
+        self.offload = ""  #: what GPU offload did, or why it was not tried
+        self.cands = cands
+        self.key = key
+        self.num_cpus = num_cpus
+        self.expected_calls = expected_calls
+        self.force = force  # eugo.hpc.optimize(): compile whatever the break-even says
+        self.state = "new"
+        self.compiled: _compile.Compiled | None = None
+        self.reason = ""
+        self.decision = ""
+        self.notes: list[str] = []
+        self.help: list[_explain.Help] = []
+        self.difference: _verify.Difference | None = None
+        self.compile_s = 0.0
+        self.plain_times: list[float] = []
+        self.compiled_times: list[float] = []
+        self.verified = 0
+        self.max_diff = 0.0
+        self.mutates = False
+        self.calls = 0
+        self.python_fallbacks = 0
+        self.fallback_error = ""
+        self.failed_attempts: list[str] = []
+        self.seen_types: set[tuple[Any, ...]] = set()  # argument kinds known to be compiled
+
+    # -- the steps ----------------------------------------------------------------------------
+    def call(self, args: tuple, kwargs: dict) -> Any:
+        self.calls += 1
+        state = self.state
+        if state == "compiled":
+            return self._compiled_call(args, kwargs)
+        if state == "python":
+            return self.fn(*args, **kwargs)
+        return self._verifying_call(args, kwargs)
+
+    def _keep_python(self, reason: str) -> None:
+        self.state = "python"
+        self.reason = reason
+
+    def _prepare(self, bound: tuple, plain_s: float) -> bool:
+        """Step 1 and 2 (after the first plain call): whether a compiled version now exists."""
+        cands = self.cands
+        if cands is None:
+            self._keep_python("not a plain Python function")
+            return False
+        static = _candidates.static_reason(self.fn)
+        if static is not None:
+            kind, line, fix = static
+            self.help.append(_explain._help(self.fn, line, kind, fix))
+            self._keep_python(f"{kind} at line {line}")
+            return False
+        numba_was_loaded = "numba" in sys.modules  # the first compile also pays numba's start
+        if _compile.numba_module() is None:
+            warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
+            self._keep_python(_compile.INSTALL_HINT)
+            return False
+        if (
+            self.num_gpus
+            and self.mode in (True, "gpu")
+            and not self.mutates
+            and self._offloaded(bound)
+        ):
+            return True
+        estimate = _decide.compile_estimate(numba_was_loaded)
+        decision = _decide.before_compile(plain_s, self.expected_calls, estimate)
+        self.decision = decision.text
+        if not decision.compile and not self.force:
+            self._keep_python(decision.text)
+            return False
+        signature, bad = _compile.argument_types(self.fn, bound)
+        if bad is not None:
+            name, value, error = bad
+            found = _explain.explain_argument(self.fn, name, value, error)
+            self.help.append(found)
+            self._keep_python(f"{found.kind} (argument {name}, line {found.line})")
+            return False
+        assert signature is not None
+        parallel = _threads.threads_for(self.num_cpus) > 1
+        compiled, failures, seconds = _compile.ladder(cands, signature, parallel)
+        self.compile_s += seconds
+        _decide.note_compile(seconds)
+        self.failed_attempts += [f"{rung}: {type(e).__name__}" for rung, e in failures]
+        if compiled is None:
+            found = _explain.explain_error(cands, failures[-1][1])
+            self.help.append(found)
+            self._keep_python(f"{found.kind} at line {found.line} of {found.function}")
+            return False
+        if compiled.note:
+            self.notes.append(compiled.note)
+        self.compiled = compiled
+        self.state = "verifying"
+        return True
+
+    def _offloaded(self, bound: tuple) -> bool:
+        """Try the GPU (the call holds one): keep it when equal and faster, else say why."""
+        from . import _offload
+
+        xp, why = _offload.namespace()
+        if xp is None:
+            self.offload = f"GPU offload not tried: {why}"
+            self.notes.append(self.offload)
+            return False
+        found = _offload.trial(self.fn, bound, xp)
+        self.offload = found.text
+        self.notes.append(found.text)
+        if not found.kept:
+            return False
+        rebound = _offload.rebind(self.fn, xp.module)
+        self.compiled = _compile.Compiled(_offload.Runner(rebound, xp), False, [], 0.0, found.text)
+        self.state = "verifying"
+        return True
+
+    def _verifying_call(self, args: tuple, kwargs: dict) -> Any:
+        bound = _compile.bind(self.fn, args, kwargs)
+        if bound is None:
+            if self.state == "new":
+                self._keep_python("called with **kwargs, which a compiled function cannot take")
+            return self.fn(*args, **kwargs)
+        before = _verify.copy_args(bound)
+        trial = _verify.copy_args(bound)
+        began = time.perf_counter()
+        plain = self.fn(*args, **kwargs)
+        plain_s = time.perf_counter() - began
+        self.plain_times.append(plain_s)
+        if _verify.compare(bound, before, "arguments")[0] is not None:
+            self.mutates = True
+        if self.state == "new" and not self._prepare(bound, plain_s):
+            return plain
+        self._check(plain, bound, trial, before)
+        return plain
+
+    def _check(self, plain: Any, after_plain: tuple, trial: tuple, before: tuple) -> None:
+        """Run the compiled version on ``trial`` and compare it with the plain call."""
+        compiled = self.compiled
+        assert compiled is not None
+        _threads.limit(self.num_cpus)
+        began = time.perf_counter()
+        try:
+            result = compiled.dispatcher(*trial)
+        except Exception as exc:  # noqa: BLE001 - compiled raised where Python did not
+            assert self.cands is not None
+            explained = _explain.explain_error(self.cands, exc)
+            self.help.append(explained)
+            self._keep_python(f"{explained.kind} at line {explained.line} of {explained.function}")
+            self.compiled = None
+            return
+        self.compiled_times.append(time.perf_counter() - began)
+        found, max_diff = _verify.compare(plain, result)
+        if found is None:
+            for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
+                found, arg_diff = _verify.compare(a, b, f"argument {self._arg_name(i)}")
+                max_diff = max(max_diff, arg_diff)
+                if found is not None:
+                    break
+        if found is not None:
+            if compiled.parallel:
+                self._serial_instead(found, plain, after_plain, before)
+                return
+            self.difference = found
+            self.compiled = None
+            self._keep_python(
+                f"{self.fn.__qualname__}{_call_text(before)} {found.text()}; kept Python"
+            )
+            return
+        self.verified += 1
+        self.max_diff = max(self.max_diff, max_diff)
+        if self.verified >= VERIFY_CALLS:
+            self._settle()
+
+    def _serial_instead(
+        self, found: _verify.Difference, plain: Any, after: tuple, before: tuple
+    ) -> None:
+        assert self.cands is not None and self.compiled is not None
+        self.notes.append(f"the parallel version differed ({found.text()}): serial instead")
+        signature = tuple(self.compiled.dispatcher.signatures[-1])
+        compiled, failures, seconds = _compile.ladder(self.cands, signature, False)
+        self.compile_s += seconds
+        if compiled is None:
+            self._keep_python("the parallel version differed and the serial one failed to compile")
+            self.compiled = None
+            return
+        self.compiled = compiled
+        self.compiled_times.clear()
+        self._check(plain, after, _verify.copy_args(before), before)
+
+    def _settle(self) -> None:
+        plain_s = min(self.plain_times)  # the least disturbed of the verification calls
+        compiled_s = min(self.compiled_times)
+        if compiled_s >= plain_s and not self.force:
+            self.compiled = None
+            self._keep_python(
+                f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
+                f"{_decide.fmt(plain_s)}: kept Python"
+            )
+            return
+        self.state = "compiled"
+
+    def _compiled_call(self, args: tuple, kwargs: dict) -> Any:
+        compiled = self.compiled
+        assert compiled is not None
+        bound = args if not kwargs else _compile.bind(self.fn, args, kwargs)
+        if bound is None:
+            return self.fn(*args, **kwargs)
+        dispatcher = compiled.dispatcher
+        if self.mutates:
+            # Changed in place: it cannot be checked afterwards, so a new type is verified first.
+            quick = _quick_types(bound)
+            if quick is None or quick not in self.seen_types:
+                signature, _ = _compile.argument_types(self.fn, bound)
+                if signature is None or signature not in dispatcher.overloads:
+                    return self._new_version_mutating(args, kwargs, bound)
+                if quick is not None:
+                    self.seen_types.add(quick)
+        versions = len(dispatcher.overloads)
+        try:
+            result = dispatcher(*bound)
+        except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
+            self._fell_back(exc)
+            return self.fn(*args, **kwargs)
+        if len(dispatcher.overloads) != versions:
+            # This call compiled a new version (new argument types): check it against Python.
+            plain = self.fn(*args, **kwargs)
+            found, max_diff = _verify.compare(plain, result)
+            if found is not None:
+                self.difference = found
+                self.compiled = None
+                self._keep_python(
+                    f"a new version ({compiled.versions()[-1]}): {found.text()}; kept Python"
+                )
+            else:
+                self.max_diff = max(self.max_diff, max_diff)
+                self.verified += 1
+            return plain
+        return result
+
+    def _new_version_mutating(self, args: tuple, kwargs: dict, bound: tuple) -> Any:
+        before = _verify.copy_args(bound)
+        trial = _verify.copy_args(bound)
+        plain = self.fn(*args, **kwargs)
+        try:
+            self.state = "verifying"
+            self.verified = min(self.verified, VERIFY_CALLS - 1)
+            self._check(plain, bound, trial, before)
+        except Exception as exc:  # noqa: BLE001
+            self._fell_back(exc)
+        return plain
+
+    def _fell_back(self, exc: BaseException) -> None:
+        self.python_fallbacks += 1
+        if not self.fallback_error and self.cands is not None:
+            found = _explain.explain_error(self.cands, exc)
+            self.fallback_error = f"{type(exc).__name__} at line {found.line}: {found.kind}"
+            self.help.append(found)
+
+    def _arg_name(self, index: int) -> str:
+        names = self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount]
+        return names[index] if index < len(names) else f"#{index}"
+
+    # -- what is reported ---------------------------------------------------------------------
+    def stats(self) -> _state.Stats:
+        compiled = self.compiled
+        return {
+            "function": self.fn.__qualname__,
+            "key": self.key[:12],
+            "pid": os.getpid(),
+            "state": self.state,
+            "how": compiled.how if compiled else "",
+            "reason": self.reason,
+            "compile_s": self.compile_s,
+            "versions": compiled.versions() if compiled else [],
+            "verified": self.verified,
+            "max_diff": self.max_diff,
+            "plain_s": statistics.median(self.plain_times) if self.plain_times else None,
+            "compiled_s": statistics.median(self.compiled_times) if self.compiled_times else None,
+            "calls": self.calls,
+            "python_fallbacks": self.python_fallbacks,
+            "fallback_error": self.fallback_error,
+            "difference": self.difference.text() if self.difference else "",
+            "help": [h.as_dict() for h in self.help],
+            "offload": self.offload,
+        }
+
+
+def _quick_types(args: tuple) -> tuple[Any, ...] | None:
+    """What decides numba's type of each argument, cheaply; None when only numba can tell."""
+    out: list[Any] = []
+    for a in args:
+        kind = type(a)
+        if kind in (list, dict, tuple, set, int):  # element types / int width: ask numba
+            return None
+        flags = getattr(a, "flags", None)
+        if flags is not None and hasattr(a, "dtype"):
+            out.append((kind, a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous,
+                        flags.writeable, flags.aligned))  # fmt: skip
+        else:
+            out.append(kind)
+    return tuple(out)
+
+
+def _call_text(args: tuple) -> str:
+    return "(" + ", ".join(_verify._short.repr(a) for a in args) + ")"
+
+
+class Optimized:
+    """A plain function run through the optimizer; pickles as the function and its settings.
+
+    >>> def add(a, b):
+    ...     return a + b
+    >>> Optimized(add)(1, 2)
+    3
+    """
+
+    __slots__ = ("fn", "mode", "num_cpus", "expected_calls", "force", "num_gpus", "_entry",
+                 "__weakref__")  # fmt: skip
+
+    def __init__(self, fn: Any, mode: bool | str = True, num_cpus: float | None = None,
+                 expected_calls: int | None = None, force: bool = False,
+                 num_gpus: float | None = None) -> None:  # fmt: skip
+        self.fn = fn
+        self.mode = mode
+        self.num_cpus = num_cpus
+        self.expected_calls = expected_calls
+        self.force = force
+        self.num_gpus = num_gpus
+        self._entry: Entry | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            Optimized,
+            (self.fn, self.mode, self.num_cpus, self.expected_calls, self.force, self.num_gpus),
+        )
+
+    def __repr__(self) -> str:
+        return f"<optimized {getattr(self.fn, '__qualname__', self.fn)!r}>"
+
+    @property
+    def __name__(self) -> str:  # what Ray and the profile name the call after
+        return str(getattr(self.fn, "__name__", "optimized"))
+
+    def entry(self) -> Entry:
+        """This function's entry in this process (found by cache key, made on first use)."""
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = find_entry(
+                self.fn, self.num_cpus, self.expected_calls, self.force, True, self.mode,
+                self.num_gpus,
+            )  # fmt: skip
+        return entry
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry = self._entry or self.entry()
+        return entry.call(args, kwargs)
+
+
+def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, force: bool,
+               cached: bool = True, mode: bool | str = True,
+               num_gpus: float | None = None) -> Entry:  # fmt: skip
+    """The entry for ``fn``'s current key in this process (a new one when ``cached`` is False)."""
+    cands = _candidates.find(fn)
+    key = cands.key() if cands is not None else f"plain:{id(fn)}"
+    entry = _state.ENTRIES.get(key) if cached else None
+    if entry is None:
+        entry = Entry(fn, cands, key, num_cpus, expected_calls, force, mode, num_gpus)
+        if cached:
+            _state.ENTRIES[key] = entry
+    return entry

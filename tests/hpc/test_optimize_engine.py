@@ -1,0 +1,224 @@
+"""The optimizer on one process, with real numba: what is compiled, verified and explained.
+
+Every function is defined as a notebook cell (its own file, the shared namespace), so the line
+numbers checked are the cell's own. No wall-clock bound anywhere: speed is the benchmark's.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import eugo_jupyter as eugo
+from eugo_jupyter.exceptions import OptionsError
+from eugo_jupyter.hpc.optimize import Optimized, _state
+
+from .optimize_corpus import COMPILABLE, NOT_COMPILED, Notebook
+
+
+def _last_def(source: str) -> str:
+    return re.findall(r"^def (\w+)", source, re.M)[-1]
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    warnings.simplefilter("ignore")  # numba's deprecation notes on reflected lists
+
+
+@pytest.mark.parametrize("name", sorted(COMPILABLE))
+def test_compilable_corpus_is_compiled_verified_and_equal(name: str) -> None:
+    source, args = COMPILABLE[name]
+    nb = Notebook()
+    nb.cell(source)
+    fn = nb[_last_def(source)]
+    expected = fn(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    report = eugo.hpc.optimize(fn, *args)
+    assert report.compiled, repr(report)
+    np.testing.assert_array_equal(np.asarray(report.result), np.asarray(expected))
+    data = report.as_dict()
+    assert data["verification"]["calls"] >= 2 and data["verification"]["difference"] == ""
+    assert data["compile_s"] > 0 and data["versions"]
+    assert "compiled, serial (numba.njit)" in repr(report)
+    assert "verified on" in repr(report) and "<b>" in report._repr_html_()
+
+
+def test_helper_from_another_cell_is_compiled_with_it() -> None:
+    source, args = COMPILABLE["monte_carlo"]
+    nb = Notebook()
+    helper, caller = source.split("\ndef estimate_pi")
+    nb.cell(helper)
+    nb.cell("def estimate_pi" + caller)
+    report = eugo.hpc.optimize(nb["estimate_pi"], *args)
+    assert report.compiled and report.helpers == ["inside"]
+    assert "with the helpers inside" in repr(report)
+
+
+@pytest.mark.parametrize("name", sorted(NOT_COMPILED))
+def test_not_compiled_names_its_line_and_a_fix(name: str) -> None:
+    source, args, kind, line = NOT_COMPILED[name]
+    nb = Notebook()
+    nb.ns["pd"] = pd
+    nb.cell(source)
+    fn = nb[_last_def(source)]
+    if isinstance(args[0], str) and args[0] == "SERIES":
+        args = (pd.Series([1.0, 2.0, 3.0]),)
+    if isinstance(args[0], str) and args[0] == "POINT":
+        args = (nb["Point"](1.5),)
+    expected = fn(*args)
+    report = eugo.hpc.optimize(fn, *args)
+    assert not report.compiled
+    if kind == "generator":
+        assert list(report.result) == list(expected)
+    else:
+        np.testing.assert_equal(report.result, expected)
+    found = report.as_dict()["not_compiled"][0]
+    assert (found["kind"], found["line"]) == (kind, line), found
+    assert found["fix"] and f"line {line}" in repr(report)
+    if kind != "generator":
+        assert found["numba_message"]  # numba's own words kept under ours
+        assert "numba&#x27;s message" in report._repr_html_() or "numba's message" in (
+            report._repr_html_()
+        )
+
+
+def test_integer_overflow_is_caught_and_python_kept() -> None:
+    nb = Notebook()
+    nb.cell(
+        "def factorial(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n"
+        "    return r\n"
+    )
+    report = eugo.hpc.optimize(nb["factorial"], 25)
+    assert not report.compiled and report.result == 15511210043330985984000000
+    assert (
+        "factorial(25) result: compiled 7034535277573963776, Python "
+        "15511210043330985984000000: 64-bit integer overflow; kept Python"
+    ) in repr(report)
+
+
+def test_float_sum_beyond_the_tolerance_keeps_python() -> None:
+    # Python adds float32 items in float32 (NumPy's promotion); numba accumulates in float64.
+    nb = Notebook()
+    nb.cell("def total(a):\n    s = 0.0\n    for v in a:\n        s += v\n    return s\n")
+    data = np.random.default_rng(1).random(200_000).astype(np.float32)
+    expected = nb["total"](data)
+    report = eugo.hpc.optimize(nb["total"], data)
+    assert not report.compiled and report.result == expected
+    assert "beyond the tolerance of 1e-09" in report.reason
+
+
+def test_in_place_change_is_compared_and_the_callers_array_is_left_alone() -> None:
+    source, args = COMPILABLE["in_place"]
+    nb = Notebook()
+    nb.cell(source)
+    m = args[0].copy()
+    before = m.copy()
+    report = eugo.hpc.optimize(nb["normalize_rows"], m)
+    assert report.compiled
+    np.testing.assert_array_equal(m, before)  # optimize() runs on copies
+
+
+def test_in_place_difference_is_caught() -> None:
+    # Python's int() of a float array element stays exact; the loop writes ints into a float
+    # copy in Python but numba writes the same: a real in-place mismatch needs overflow.
+    nb = Notebook()
+    nb.cell(
+        "def grow(a):\n    for i in range(a.shape[0]):\n        a[i] = a[i] * 3\n    return None\n"
+    )
+    a = np.array([2**62, 1], dtype=object)
+    report = eugo.hpc.optimize(nb["grow"], a)
+    assert not report.compiled  # an object array: explained, plain result kept
+    assert report.as_dict()["not_compiled"][0]["kind"] == "object array"
+
+
+def test_optimized_call_path_compiles_once_per_process_and_sees_changes() -> None:
+    nb = Notebook()
+    nb.cell("SCALE = 2.0\n")
+    nb.cell("def helper(x):\n    return x * SCALE\n")
+    nb.cell(
+        "def apply(a):\n    out = np.empty_like(a)\n    for i in range(a.shape[0]):\n"
+        "        out[i] = helper(a[i])\n    return out\n"
+    )
+    a = np.arange(20_000.0)  # long enough that compiled is clearly faster: it is kept
+    first = Optimized(nb["apply"])
+    for _ in range(4):
+        np.testing.assert_array_equal(first(a), a * 2.0)
+    entry = first.entry()
+    assert entry.state == "compiled" and entry.compile_s > 0
+    again = Optimized(nb["apply"])  # the same function shipped again: the same entry
+    assert again.entry() is entry
+    nb.cell("SCALE = 3.0\n")  # a later cell changes a global the helper reads
+    changed = Optimized(nb["apply"])
+    np.testing.assert_array_equal(changed(a), a * 3.0)
+    assert changed.entry() is not entry
+    nb.cell("def helper(x):\n    return x + SCALE\n")  # and then the helper itself
+    edited = Optimized(nb["apply"])
+    for _ in range(3):
+        np.testing.assert_array_equal(edited(a), a + 3.0)
+    assert edited.entry().state == "compiled"
+    assert {s["key"] for s in _state.snapshot() if s["function"] == "apply"} >= {
+        entry.key[:12],
+        changed.entry().key[:12],
+        edited.entry().key[:12],
+    }
+
+
+def test_a_call_that_fails_in_compiled_code_reruns_in_python_and_is_counted() -> None:
+    nb = Notebook()
+    nb.cell(
+        "def total(xs):\n    t = 0.0\n    for x in xs:\n        if x is not None:\n"
+        "            t += x\n    return t\n"
+    )
+    # force: numba's list unboxing is slower than Python here, which would keep Python at once.
+    fn = Optimized(nb["total"], force=True)
+    floats = [1.0, 2.0] * 20_000
+    for _ in range(3):
+        assert fn(floats) == 60_000.0
+    assert fn.entry().state == "compiled", fn.entry().reason
+    assert fn([1.0, None, 2.0]) == 3.0  # a None among floats: numba cannot take this list
+    stats = fn.entry().stats()
+    assert stats["python_fallbacks"] == 1 and stats["fallback_error"]
+
+
+def test_break_even_keeps_python_for_a_short_run() -> None:
+    nb = Notebook()
+    nb.cell("def add(a, b):\n    return a + b\n")
+    fn = Optimized(nb["add"], expected_calls=3)
+    assert fn(1, 2) == 3
+    entry = fn.entry()
+    assert entry.state == "python"
+    assert re.search(r"compiling pays after about \d+ calls per worker; this run has 3 per "
+                     r"worker: kept Python", entry.reason)  # fmt: skip
+
+
+def test_options_accept_optimize_and_refuse_the_rest() -> None:
+    @eugo.hpc.distribute(optimize=True)
+    def f(x):
+        return x
+
+    assert f.options(optimize="cpu").options_dict == {}
+    with pytest.raises(OptionsError, match=r'optimize=\'fast\' is not allowed.*"cpu" or "gpu"'):
+        f.options(optimize="fast")
+    with pytest.raises(OptionsError, match="needs a GPU for the call: request one with num_gpus"):
+        f.options(optimize="gpu")
+    assert f.options(optimize="gpu", num_gpus=1).options_dict == {"num_gpus": 1}
+    with pytest.raises(OptionsError, match="optimize="):
+        eugo.hpc.set_optimize("always")
+    eugo.hpc.set_optimize(True)
+    try:
+        from eugo_jupyter.hpc import _hooks
+
+        assert _hooks.optimize_default is True
+    finally:
+        eugo.hpc.set_optimize(False)
+
+
+def test_an_actor_refuses_optimize_with_a_fix() -> None:
+    with pytest.raises(OptionsError, match="optimize= is not an option for an actor"):
+
+        @eugo.hpc.distribute(optimize=True)
+        class Counter:
+            pass
