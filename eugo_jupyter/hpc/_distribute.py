@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _freshness, _hooks, _session, _static, _submissions
+from . import _checks, _freshness, _hooks, _output, _session, _static, _submissions
 from ._options import request_of, resolve_options
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
@@ -92,7 +92,7 @@ class DistributedFunction:
             import ray
 
             self._reads = _freshness.reads_of(self._fn)
-            self._remote = ray.remote(self._fn)
+            self._remote = ray.remote(_output.prepare(self._fn, self._label))
             self._default_remote = (
                 self._remote.options(**self._defaults) if self._defaults else self._remote
             )
