@@ -211,18 +211,16 @@ class ActorGlobals:
         import warnings
 
         from ..exceptions import StaleGlobalWarning
+        from . import _hooks
 
         for name, then, now in self.reads.changed():
+            note = getattr(_hooks.recorder, "note_stale_global", None)
+            if note is not None:  # a profile records: its report says so, with the fix
+                note(self.label, name, _shown(then), _shown(now))
             key = (name, id(now))
             if key in self.warned:
                 continue
             self.warned.add(key)
-            from . import _hooks
-
-            if _hooks.recorder is not None:
-                note = getattr(_hooks.recorder, "note_stale_global", None)
-                if note is not None:
-                    note(self.label, name, _shown(then), _shown(now))
             warnings.warn(
                 f"The actor {self.label} was created when {name} was {_shown(then)}; the "
                 f"notebook's {name} is now {_shown(now)}, but {self.label}.{method} still "

@@ -186,3 +186,33 @@ def test_a_distribute_cell_sees_a_helper_reading_a_changed_global(kernel: Kernel
     assert kernel.value("%%distribute\naward(10)\n") == "11"
     kernel.run("BONUS = 5")
     assert kernel.value("%%distribute\naward(10)\n") == "15"
+
+
+def test_profile_reports_an_actor_reading_a_stale_global_with_the_fix(kernel: Kernel) -> None:
+    kernel.run(
+        """
+        import warnings
+        PRICE = 1
+        @eugo.hpc.distribute
+        class Shop:
+            def cost(self, n):
+                return n * PRICE
+        shop = Shop()
+        eugo.hpc.get(shop.cost(1))
+        PRICE = 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with eugo.hpc.profile() as stale_run:
+                eugo.hpc.get(shop.cost(1))
+        with eugo.hpc.profile() as fresh_run:
+            eugo.hpc.get(Shop().cost(1))   # created after the change: nothing to say
+        """
+    )
+    out = kernel.value(
+        "[(f['message'], f['fix']) for f in stale_run.report().findings "
+        "if f['kind'] == 'stale_global']"
+    )
+    assert "Shop still uses PRICE = 1" in out and "now 2" in out
+    assert "Pass PRICE as an argument" in out and "create the actor again" in out
+    kinds = kernel.value("[f['kind'] for f in fresh_run.report().findings]")
+    assert "stale_global" not in kinds

@@ -17,6 +17,7 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 - ``returned_put``: a task returning ``put(value)`` instead of the value;
 - ``nested_get``: get inside a task on futures passed to it inside a list;
 - ``global_state``: a task or actor assigning a module global;
+- ``stale_global``: an actor still using a global the notebook changed after it was created;
 - ``redefined_in_loop``: a function or actor class decorated again on every iteration;
 - ``gpu_unused``: GPU requested but never used (from the GPU audit's records);
 - ``cpu_behind_gpu``: CPU-only tasks waiting on GPU tasks that wait for a device, while CPUs idle.
@@ -47,6 +48,7 @@ def findings(
     stragglers, straggling = _scheduling.stragglers(model)
     return [
         *_usage.global_state(model),
+        *_usage.stale_globals(model),
         *_scheduling.blocking_too_early(model),
         *_scheduling.in_order(model),
         *_usage.gets_in_async(model),
