@@ -6,6 +6,7 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 
 - ``blocking_too_early``: get on each fresh future in a loop that keeps submitting;
 - ``in_order_processing``: results fetched in submission order while later ones were done;
+- ``all_at_once``: one get on many results, then processing them one by one with workers idle;
 - ``tiny_tasks``: tasks so short that scheduling overhead rivals the work;
 - ``straggler``: one task far slower than its peers;
 - ``long_tail``: a fan-out ending on its longest calls, with workers idle;
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _scheduling, _usage
+from . import _pipeline, _scheduling, _usage
 from ._base import Analysis, Finding, FunctionStats, finished
 from ._scheduling import function_stats
 
@@ -51,6 +52,7 @@ def findings(
         *_usage.stale_globals(model),
         *_scheduling.blocking_too_early(model),
         *_scheduling.in_order(model),
+        *_pipeline.all_at_once(model),
         *_usage.gets_in_async(model),
         *_usage.unnecessary_gets(model),
         *_usage.oversized_gets(model),
