@@ -24,6 +24,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
     EugoWarning (UserWarning)
      +-- InfeasibleRequestWarning           a call was submitted that no alive node can run
      +-- GlobalStateWarning                 a task or actor assigns a module global
+     +-- StaleGlobalWarning                 an actor reads a global the notebook changed since
      +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
 
 Messages say what happened and what to do about it.
@@ -58,6 +59,7 @@ __all__ = [
     "RemoteCellError",
     "SerializationError",
     "SlurmError",
+    "StaleGlobalWarning",
 ]
 
 
@@ -176,6 +178,11 @@ class InfeasibleRequestWarning(EugoWarning):
 
 class GlobalStateWarning(EugoWarning):
     """A task or actor assigns a module global: each worker has its own copy, nothing is shared."""
+
+
+class StaleGlobalWarning(EugoWarning):
+    """An actor's class reads a global that the notebook changed after the actor was created:
+    the actor keeps the value it started with (taking the new one would lose its state)."""
 
 
 class PartitionError(EugoError, RuntimeError):

@@ -13,6 +13,7 @@ from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFun
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._map import map
+from ._output import logs
 from ._profile import Report, Run, profile
 from ._readiness import readiness
 from ._readiness_model import ReadinessReport
@@ -38,6 +39,7 @@ __all__ = [
     "distribute",
     "get",
     "init",
+    "logs",
     "map",
     "optimize",
     "profile",

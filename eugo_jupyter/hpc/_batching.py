@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from ..exceptions import ClusterError
-from . import _distribute, _hooks, _session, _submissions, _watch
+from . import _distribute, _hooks, _output, _session, _submissions, _watch
 from ._options import request_of
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -207,7 +207,7 @@ class Engine:
         self.show = progress if progress is not None else in_notebook()
         self.force_bar = bool(progress)
         if Engine._remote is None:
-            Engine._remote = ray.remote(_execute)
+            Engine._remote = ray.remote(_output.prepare(_execute, "_execute"))
         # The units are independent and meant for every slot: ask Ray to spread them. Its
         # default (hybrid) policy prefers the submitting node, and right after a burst of tasks
         # the head's view of the other nodes still shows them busy, so whole runs stayed on the

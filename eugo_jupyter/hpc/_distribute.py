@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _hooks, _session, _static, _submissions
+from . import _checks, _freshness, _hooks, _output, _session, _static, _submissions
 from ._options import check_optimize_request, request_of, resolve_options, split_optimize
 
 __all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
@@ -74,6 +74,7 @@ class DistributedFunction:
         self._default = _Submitter(self._label, self._defaults, "task")
         self._remote: Any = None
         self._default_remote: Any = None
+        self._reads: _freshness.Reads | None = None  # the globals it was exported with
 
     @property
     def _label(self) -> str:
@@ -88,10 +89,12 @@ class DistributedFunction:
         return f"<distributed function {self._label}{extra}>"
 
     def _ray_remote(self) -> Any:
-        if self._remote is None:
+        # Exported again when a global it reads changed since: a call sees the notebook's state.
+        if self._remote is None or (self._reads is not None and self._reads.stale()):
             import ray
 
-            self._remote = ray.remote(self._fn)
+            self._reads = _freshness.reads_of(self._fn)
+            self._remote = ray.remote(_output.prepare(self._fn, self._label))
             ray_defaults = self._default.options
             self._default_remote = (
                 self._remote.options(**ray_defaults) if ray_defaults else self._remote
@@ -154,6 +157,7 @@ class BoundCall:
         self._function = function
         self._submitter = _Submitter(function._label, options, "task")
         self._remote: Any = None
+        self._base: Any = None  # the function's Ray handle self._remote was made from
 
     @property
     def options_dict(self) -> dict[str, Any]:
@@ -165,8 +169,9 @@ class BoundCall:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _session.ensure()
-        if self._remote is None:
-            self._remote = self._function._ray_remote().options(**self._submitter.options)
+        base = self._function._ray_remote()
+        if self._base is not base:
+            self._base, self._remote = base, base.options(**self._submitter.options)
         return self._function._submit(self._submitter, self._remote, args, kwargs)
 
 
@@ -183,6 +188,8 @@ class ActorMethod:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         recorder = _hooks.recorder
+        if self._proxy is not None and self._proxy._globals is not None:
+            self._proxy._globals.warn_if_stale(self._attr, stacklevel=2)
         if recorder is not None and self._proxy is not None:
             proxy = self._proxy
             return recorder.submit_method(
@@ -206,16 +213,24 @@ class ActorProxy:
     The Ray handle is ``proxy.handle``; the actor lives as long as a handle to it does.
     """
 
-    def __init__(self, handle: Any, name: str, cls: type | None = None) -> None:
+    def __init__(
+        self,
+        handle: Any,
+        name: str,
+        cls: type | None = None,
+        reads: _freshness.Reads | None = None,
+    ) -> None:
         self.handle = handle
         self._class_name = name
         self._cls = cls  # for a profile: the methods' code; never shipped (see __reduce__)
+        # The globals its class was exported with, to warn when the notebook changes one.
+        self._globals = _freshness.ActorGlobals(reads, name) if reads else None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ActorProxy, (self.handle, self._class_name))
 
     def __getattr__(self, attr: str) -> ActorMethod:
-        if attr.startswith("__") or attr in ("handle", "_class_name", "_cls"):
+        if attr.startswith("__") or attr in ("handle", "_class_name", "_cls", "_globals"):
             raise AttributeError(attr)
         try:
             method = getattr(self.handle, attr)
@@ -247,6 +262,7 @@ class DistributedClass:
         self._cls = cls
         self._defaults = resolve_options(options or {}, "actor")
         self._remote: Any = None
+        self._reads: _freshness.Reads | None = None  # the globals it was exported with
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (DistributedClass, (self._cls, self._defaults))
@@ -255,9 +271,11 @@ class DistributedClass:
         return f"<distributed class {self._cls.__qualname__}>"
 
     def _ray_remote(self) -> Any:
-        if self._remote is None:
+        # A new actor starts with the notebook's current globals (a live one keeps its own).
+        if self._remote is None or (self._reads is not None and self._reads.stale()):
             import ray
 
+            self._reads = _freshness.reads_of(self._cls)
             self._remote = ray.remote(self._cls)
         return self._remote
 
@@ -271,7 +289,7 @@ class DistributedClass:
         except Exception as exc:
             _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
-        return ActorProxy(handle, self._cls.__qualname__, self._cls)
+        return ActorProxy(handle, self._cls.__qualname__, self._cls, self._reads)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:
         """Start an actor with the decorator's options."""

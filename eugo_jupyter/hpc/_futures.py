@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..exceptions import GetTimeoutError
-from . import _checks, _data_location, _hooks, _session, _submissions, _watch
+from . import _checks, _data_location, _hooks, _output, _session, _submissions, _watch
 from ._feasibility import describe_request
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -94,6 +94,7 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
             recorder.got(refs, began, time.time())
     if recorder is not None:
         recorder.returned(refs, values if many else [values])
+    _output.settle(refs)  # the lines these calls printed are shown before their values
     _hooks.run_after_get(refs)  # the magics bind a finished --no-block cell's names here
     return values
 

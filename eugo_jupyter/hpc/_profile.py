@@ -141,6 +141,9 @@ class Run(Recorder):
             "memory": dict(self.memory),
             "tasks": tasks,
             "gets": gets,  # type: ignore[typeddict-item]
+            # Calls on actors that kept a global the notebook changed (see hpc/_freshness.py):
+            # {"actor", "name", "actor_value", "notebook_value"} each; read with .get().
+            "stale_globals": list(self.stale_globals),  # type: ignore[typeddict-unknown-key]
         }
 
     def report(self, gpu_audit: list[AuditRecord] | None = None, wait: float = 60.0) -> Report:

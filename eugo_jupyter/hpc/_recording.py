@@ -179,6 +179,13 @@ class Recorder:
         self._definitions: dict[tuple[str, Any], int] = {}
         self._signatures: dict[int, inspect.Signature | None] = {}
         self._lock = threading.Lock()
+        self.stale_globals: list[dict[str, str]] = []
+
+    def note_stale_global(self, actor: str, name: str, then: str, now: str) -> None:
+        """A call on actor ``actor`` ran with ``name`` = ``then`` while the notebook has ``now``."""
+        seen = {"actor": actor, "name": name, "actor_value": then, "notebook_value": now}
+        if seen not in self.stale_globals:
+            self.stale_globals.append(seen)
 
     # -- what is known of arguments and functions -------------------------------------------
     def _arg_size(self, value: Any) -> int:

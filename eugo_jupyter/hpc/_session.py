@@ -17,6 +17,7 @@ from typing import Any
 from .._rayprobe import reachable
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
+from . import _output
 
 __all__ = [
     "Connection",
@@ -137,6 +138,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             )
 
     ray_kwargs.setdefault("logging_level", logging.WARNING)
+    _output.quiet_startup()  # in a notebook: no token-authentication notice in the first cell
     secure_token_file()
     if target is None:
         # "local" forces a fresh Ray owned by this process: plain ray.init() would silently

@@ -8,7 +8,7 @@ insert per call.
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["RequestKey", "forget_all", "functions_by_request", "lookup", "remember", "request_key"]
@@ -16,6 +16,8 @@ __all__ = ["RequestKey", "forget_all", "functions_by_request", "lookup", "rememb
 RequestKey = tuple[tuple[str, float], ...]
 
 _LIMIT = 200_000
+#: Told of every call as it is submitted (the notebook's output router, see _output).
+on_remember: Callable[[Any, str], None] | None = None
 _by_ref: OrderedDict[bytes, tuple[str, RequestKey]] = OrderedDict()
 _names_by_request: defaultdict[RequestKey, set[str]] = defaultdict(set)
 
@@ -28,6 +30,8 @@ def request_key(request: Mapping[str, float]) -> RequestKey:
 def remember(ref: Any, name: str, key: RequestKey) -> None:
     """Note that future ``ref`` came from a call of ``name`` asking for ``key``."""
     _by_ref[ref.binary()] = (name, key)
+    if on_remember is not None:
+        on_remember(ref, name)
     _names_by_request[key].add(name)
     if len(_by_ref) > _LIMIT:
         _by_ref.popitem(last=False)

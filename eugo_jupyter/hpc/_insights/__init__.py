@@ -6,6 +6,7 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 
 - ``blocking_too_early``: get on each fresh future in a loop that keeps submitting;
 - ``in_order_processing``: results fetched in submission order while later ones were done;
+- ``all_at_once``: one get on many results, then processing them one by one with workers idle;
 - ``tiny_tasks``: tasks so short that scheduling overhead rivals the work;
 - ``straggler``: one task far slower than its peers;
 - ``long_tail``: a fan-out ending on its longest calls, with workers idle;
@@ -17,6 +18,7 @@ can show the same findings. A finding is a :class:`Finding` (``kind``, ``functio
 - ``returned_put``: a task returning ``put(value)`` instead of the value;
 - ``nested_get``: get inside a task on futures passed to it inside a list;
 - ``global_state``: a task or actor assigning a module global;
+- ``stale_global``: an actor still using a global the notebook changed after it was created;
 - ``redefined_in_loop``: a function or actor class decorated again on every iteration;
 - ``gpu_unused``: GPU requested but never used (from the GPU audit's records);
 - ``cpu_overrequest`` / ``cpu_underrequest``: a function's CPU use far from its ``num_cpus``;
@@ -29,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._gpu_use import AuditRecord
-from . import _cpus, _scheduling, _usage
+from . import _cpus, _pipeline, _scheduling, _usage
 from ._base import Analysis, Finding, FunctionStats, finished
 from ._scheduling import function_stats
 
@@ -47,8 +49,10 @@ def findings(
     return [
         *_usage.global_state(model),
         *_cpus.cpu_sizing(model),
+        *_usage.stale_globals(model),
         *_scheduling.blocking_too_early(model),
         *_scheduling.in_order(model),
+        *_pipeline.all_at_once(model),
         *_usage.gets_in_async(model),
         *_usage.unnecessary_gets(model),
         *_usage.oversized_gets(model),

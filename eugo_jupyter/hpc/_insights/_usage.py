@@ -203,6 +203,23 @@ def global_state(model: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def stale_globals(model: Mapping[str, Any]) -> list[Finding]:
+    """Actors that ran with a global the notebook changed after they were created."""
+    out = []
+    for seen in model.get("stale_globals") or []:
+        actor, name = seen["actor"], seen["name"]
+        said = (
+            f"The actor {actor} still uses {name} = {seen['actor_value']} (its value when the "
+            f"actor was created); the notebook's {name} is now {seen['notebook_value']}."
+        )
+        fix = (
+            f"Pass {name} as an argument to the method, or create the actor again "
+            f"({actor}(...)) so that it starts with the new value."
+        )
+        out.append(finding("stale_global", f"{actor}", said, fix))
+    return out
+
+
 def redefinitions(model: Mapping[str, Any]) -> list[Finding]:
     """The same function or actor class defined again and again (decorated inside a loop)."""
     counts: dict[str, int] = defaultdict(int)

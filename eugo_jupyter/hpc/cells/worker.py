@@ -39,6 +39,8 @@ class OutputHub:
 
     def __init__(self) -> None:
         self._batches: dict[str, dict[int, Chunks]] = {}
+        self._next: dict[str, int] = {}  # per call: the next batch take() hands out
+        self._sent: dict[str, int] = {}  # per finished call: how many batches it sent
 
     def write(self, cell_id: str, seq: int, chunks: Chunks) -> None:
         self._batches.setdefault(cell_id, {})[seq] = chunks
@@ -56,6 +58,27 @@ class OutputHub:
 
     def forget(self, cell_id: str) -> None:
         self._batches.pop(cell_id, None)
+
+    # -- calls (tasks whose prints a notebook shows; see hpc/_printed.py) ----------------------
+    def done(self, key: str, sent: int) -> None:
+        """A call finished after sending ``sent`` batches."""
+        self._sent[key] = sent
+
+    def take(self) -> tuple[dict[str, Chunks], list[str]]:
+        """Every batch that arrived since the last take, in order per key, and the keys whose
+        calls finished with all their batches taken (then forgotten here)."""
+        out: dict[str, Chunks] = {}
+        for key in list(self._batches):
+            since = self._next.get(key, 0)
+            since, chunks = self.read(key, since)
+            self._next[key] = since
+            if chunks:
+                out[key] = chunks
+        finished = [key for key, sent in self._sent.items() if self._next.get(key, 0) >= sent]
+        for key in finished:
+            self._sent.pop(key)
+            self._next.pop(key, None)
+        return out, finished
 
 
 class _Sink:

@@ -1,0 +1,336 @@
+"""A call's printed lines in a notebook: under the cell that made the call, capped, never folded.
+
+Ray streams a worker's lines to whatever cell runs when they arrive (JupyterLab then shows them
+under the wrong cell, or drops them once the cell that made the call has finished), folds lines
+that several workers print alike, and names only the process. In a notebook kernel, eugo
+instead wraps each task's function (:mod:`._printed`): its lines travel to an output hub keyed
+by the call, and this module puts them into an output area that the calling cell owns (a
+display with a ``display_id``, created in that cell at its first call and updated later with
+``update_display``, which JupyterLab, Notebook 7 and VS Code route by id whatever cell runs
+now). Each line carries the function's name, and the node once more than one node printed
+into the cell.
+
+A flood is capped: at most :data:`PER_CALL` lines of one call and :data:`PER_CELL` lines per
+cell are shown (``EUGO_OUTPUT_PER_CALL`` / ``EUGO_OUTPUT_PER_CELL`` change them), then one line
+says how many more there are; ``eugo.hpc.logs(fut)`` returns every line of a call.
+
+In a plain Python script nothing is wrapped and Ray prints as it always does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["PER_CALL", "PER_CELL", "Router", "logs", "prepare", "router", "settle"]
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        return max(0, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+#: Lines of one call shown under its cell; the rest are counted, and kept for ``logs(fut)``.
+PER_CALL = _limit("EUGO_OUTPUT_PER_CALL", 200)
+#: Lines shown under one cell, all its calls together.
+PER_CELL = _limit("EUGO_OUTPUT_PER_CELL", 1000)
+#: How often the kernel collects lines while nothing waits for them (seconds).
+POLL = 0.25
+#: Calls whose lines the kernel remembers for ``logs(fut)`` (the oldest are let go).
+KEEP_CALLS = 100_000
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_INTERNAL = "eugo_jupyter."
+
+
+class _Call:
+    """One call's lines: all of them (for ``logs``), and how many its cell showed."""
+
+    __slots__ = ("label", "area", "lines", "partial", "node", "finished")
+
+    def __init__(self, label: str, area: _Area | None) -> None:
+        self.label = label
+        self.area = area
+        self.lines: list[str] = []
+        self.partial: dict[str, str] = {}  # per stream: text after the last newline
+        self.node = ""
+        self.finished = False
+
+
+class _Area:
+    """The output area a cell owns: a display created in the cell, updated by its id."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.shown: list[tuple[str, str, str]] = []  # (label, node, line)
+        self.per_call: dict[int, int] = {}  # id(call) -> lines of it shown
+        self.hidden: OrderedDict[str, int] = OrderedDict()  # label -> lines not shown
+        self.nodes: set[str] = set()
+        self.dirty = False
+
+    def open(self) -> None:
+        from IPython.display import display
+
+        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+
+    def add(self, call: _Call, line: str) -> None:
+        self.dirty = True
+        self.nodes.add(call.node)
+        count = self.per_call.get(id(call), 0)
+        if count < PER_CALL and len(self.shown) < PER_CELL:
+            self.per_call[id(call)] = count + 1
+            self.shown.append((call.label, call.node, line))
+        else:
+            self.hidden[call.label] = self.hidden.get(call.label, 0) + 1
+
+    def text(self) -> str:
+        many = len(self.nodes) > 1
+        out = [
+            f"[{label} @{node}] {line}" if many and node else f"[{label}] {line}"
+            for label, node, line in self.shown
+        ]
+        if self.hidden:
+            more = sum(self.hidden.values())
+            names = ", ".join(self.hidden)
+            out.append(
+                f"... {more:,} more line{'s' if more != 1 else ''} from {names} not shown "
+                f"(at most {PER_CALL} per call, {PER_CELL} per cell): eugo.hpc.logs(fut) "
+                "returns every line a call printed."
+            )
+        return "\n".join(out)
+
+    def update(self) -> None:
+        if self.dirty and self.handle is not None:
+            self.dirty = False
+            self.handle.update({"text/plain": self.text()}, raw=True)
+
+
+class Router:
+    """The kernel's side: which cell made each call, and the pump from the hub to the cells."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.hub_name = f"eugo-calls-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.hub: Any = None
+        self.cluster = ""  # the GCS address the hub lives on
+        self.calls: OrderedDict[str, _Call] = OrderedDict()  # task id (hex) -> its call
+        self.areas: OrderedDict[str, _Area] = OrderedDict()  # cell's message id -> its area
+        self.skip: set[str] = set()  # labels of eugo's own functions (not wrapped)
+        self.lock = threading.RLock()
+        self.thread: threading.Thread | None = None
+
+    # -- at export and at submission (the cell's own thread) ---------------------------------
+    def ensure_hub(self) -> None:
+        import ray
+
+        # One hub per cluster: a new connection (another address, or after a restart) gets its
+        # own, under the same name, so functions exported before still find it.
+        cluster = ray.get_runtime_context().gcs_address
+        if self.hub is None or self.cluster != cluster:
+            from .cells.worker import OutputHub
+
+            self.cluster = cluster
+            self.hub = ray.remote(OutputHub).options(num_cpus=0, name=self.hub_name).remote()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._loop, name="eugo-output", daemon=True)
+            self.thread.start()
+
+    def cell(self) -> str:
+        header = getattr(self.shell, "parent_header", None) or {}
+        return str(header.get("header", {}).get("msg_id", ""))
+
+    def track(self, ref: Any, label: str) -> None:
+        if label in self.skip:
+            return
+        with self.lock:
+            cell = self.cell()
+            area = self.areas.get(cell)
+            if area is None:
+                area = self.areas[cell] = _Area()
+                area.open()  # now, in the calling cell: lines printed later land here
+                while len(self.areas) > 1000:
+                    self.areas.popitem(last=False)
+            self.calls[ref.task_id().hex()] = _Call(label, area)
+            while len(self.calls) > KEEP_CALLS:
+                self.calls.popitem(last=False)
+
+    # -- collecting -----------------------------------------------------------------------
+    def pump(self) -> None:
+        """Take what the hub holds and put each line under its call's cell."""
+        import ray
+
+        if self.hub is None:
+            return
+        with self.lock:
+            batches, finished = ray.get(self.hub.take.remote(), timeout=10)
+            touched: set[int] = set()
+            for key, chunks in batches.items():
+                call = self.calls.get(key)
+                if call is None:
+                    call = self.calls[key] = _Call("?", None)
+                for stream, text in chunks:
+                    if stream == "node":
+                        call.node = text
+                        continue
+                    self._lines(call, stream, _ANSI.sub("", text))
+                if call.area is not None:
+                    touched.add(id(call.area))
+            for key in finished:
+                call = self.calls.get(key)
+                if call is not None:
+                    call.finished = True
+                    for rest in list(call.partial.values()):
+                        if rest:
+                            self._line(call, rest)
+                    call.partial.clear()
+                    if call.area is not None:
+                        touched.add(id(call.area))
+            for area in self.areas.values():
+                if id(area) in touched:
+                    area.update()
+
+    def _lines(self, call: _Call, stream: str, text: str) -> None:
+        text = call.partial.pop(stream, "") + text
+        *whole, rest = text.split("\n")
+        for line in whole:
+            self._line(call, line)
+        if rest:
+            call.partial[stream] = rest
+
+    def _line(self, call: _Call, line: str) -> None:
+        call.lines.append(line)
+        if call.area is not None:
+            call.area.add(call, line)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(POLL)
+            try:
+                self.pump()
+            except Exception:  # noqa: BLE001 - a lost hub (cluster gone) loses output only
+                pass
+
+    def text_of(self, ref: Any) -> str | None:
+        with self.lock:
+            call = self.calls.get(ref.task_id().hex())
+            if call is None:
+                return None
+            lines = list(call.lines)
+            lines += [rest for rest in call.partial.values() if rest]
+            return "".join(line + "\n" for line in lines)
+
+
+router: Router | None = None
+
+
+def _router() -> Router | None:
+    """The kernel's router, made on first use inside a notebook kernel; None elsewhere."""
+    global router
+    if router is None:
+        from ._progress import in_notebook
+
+        if os.environ.get("EUGO_OUTPUT", "cell") == "ray" or not in_notebook():
+            return None
+        from IPython import get_ipython
+
+        router = Router(get_ipython())
+        from . import _submissions
+
+        _submissions.on_remember = router.track
+    return router
+
+
+def prepare(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """What to export for ``fn``: in a notebook, ``fn`` with its prints sent to the hub."""
+    active = _router()
+    if active is None:
+        return fn
+    if getattr(fn, "__module__", "").startswith(_INTERNAL) and not label.startswith("_execute"):
+        active.skip.add(label)
+        return fn
+    active.ensure_hub()
+    from ._printed import wrap
+
+    return wrap(fn, active.hub_name)
+
+
+class _NoTokenNotice:
+    """Drops Ray's start-up notice that token authentication is on (nothing to act on)."""
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.getMessage()).startswith("Token authentication is enabled")
+
+
+_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def quiet_startup() -> None:
+    """In a notebook, keep Ray's start-up lines a user cannot act on out of the first cell."""
+    import logging
+
+    if _router() is None:
+        return
+    logger = logging.getLogger(_TOKEN_LOGGER)
+    if not any(isinstance(f, _NoTokenNotice) for f in logger.filters):
+        logger.addFilter(_NoTokenNotice())
+    if "RAY_DEDUP_LOGS" not in os.environ:
+        # What still comes through Ray's own stream (an actor's prints, C code writing to its
+        # file descriptors) is not folded either: a notebook shows every line.
+        try:
+            from ray._private import ray_logging
+
+            ray_logging.RAY_DEDUP_LOGS = False  # type: ignore[attr-defined]
+        except (ImportError, AttributeError):
+            pass
+
+
+def settle(refs: Iterable[Any]) -> None:
+    """Before ``get`` returns: the lines these calls printed are shown (a quiet call, or a
+    process without a notebook, costs nothing beyond a lookup)."""
+    active = router
+    if active is None or not active.calls:
+        return
+    calls = active.calls
+    for ref in refs:
+        try:
+            call = calls.get(ref.task_id().hex())
+        except AttributeError:
+            continue
+        if call is not None and not call.finished:
+            try:
+                active.pump()
+            except Exception:  # noqa: BLE001 - a lost hub loses output, never the value
+                pass
+            return
+
+
+def logs(future: Any) -> str:
+    """Every line a call printed, as text (its stdout and stderr, in the order printed).
+
+    >>> fut = chatty(3)                 # doctest: +SKIP
+    >>> print(eugo.hpc.logs(fut))       # doctest: +SKIP
+    """
+    active = router
+    if active is not None:
+        try:
+            active.pump()
+        except Exception:  # noqa: BLE001 - what was collected is still the answer
+            pass
+        text = active.text_of(future)
+        if text is not None:
+            return text
+    # Not a call this kernel collected (a script, or let go of): Ray's log files have it.
+    try:
+        from ray.util.state import get_log
+
+        return "".join(line + "\n" for line in get_log(task_id=future.task_id().hex()))
+    except Exception:  # noqa: BLE001 - no dashboard, or the task printed nothing
+        return ""
