@@ -21,6 +21,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
@@ -247,11 +248,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
         client.kill()
         client.wait()
     assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
-    leftovers = [
-        p.name
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit() and record["temp_dir"] in _cmdline(p)
-    ]
+    leftovers = [pid for pid in processes.pids() if record["temp_dir"] in processes.cmdline(pid)]
     assert leftovers == []
     assert not Path(record["temp_dir"]).exists()
     assert await fetch_json(jp_fetch, "eugo", "clusters") == []
@@ -261,15 +258,6 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    from eugo_jupyter.server.backends.processes import start_time
 
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+    return start_time(pid) is not None  # a zombie counts as gone

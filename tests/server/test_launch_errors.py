@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 
 
 async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(
@@ -54,15 +55,6 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
                 timeout=240,
             )  # fmt: skip
     assert "already in use" in str(info.value) or str(port) in str(info.value)
-    leftovers = [
-        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and temp_dir in _cmdline(p)
-    ]
+    leftovers = [pid for pid in processes.pids() if temp_dir in processes.cmdline(pid)]
     assert leftovers == []
     shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -118,18 +119,38 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
+#: The ports a `ray start` node listens on besides the head's own; ``port(name)`` picks each.
+NODE_PORTS = (
+    "node_manager", "object_manager", "agent_http", "agent_grpc", "runtime_env", "metrics",
+)  # fmt: skip
+#: The head's own ports, before the node ports.
+HEAD_PORTS = ("gcs", "dashboard", "client")
+
+
+def _free(_name: str) -> int:
+    return free_port()
+
+
+def _node_args(
+    spec: NodeSpec, ip: str, temp_dir: str, port: Callable[[str], int | str] = _free
+) -> list[str]:
+    """The ``ray start`` arguments every node takes, whoever runs it.
+
+    This is the one builder of them: the local and ssh backends call it with ports picked here
+    (``port`` returns a free port), the batch schedulers' job scripts with shell variables that
+    the job sets on its node (``port`` returns ``"$node_manager"``).
+    """
     args = [
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.num_cpus}",
         f"--num-gpus={spec.num_gpus}",
         f"--temp-dir={ray_temp_dir(temp_dir)}",
-        f"--node-manager-port={free_port()}",
-        f"--object-manager-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
+        f"--node-manager-port={port('node_manager')}",
+        f"--object-manager-port={port('object_manager')}",
+        f"--dashboard-agent-listen-port={port('agent_http')}",
+        f"--dashboard-agent-grpc-port={port('agent_grpc')}",
+        f"--runtime-env-agent-port={port('runtime_env')}",
+        f"--metrics-export-port={port('metrics')}",
         "--disable-usage-stats",
         "--log-style=record",
         "--log-color=false",
@@ -177,17 +198,23 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
     return proc.pid
 
 
-def head_arguments(spec: NodeSpec, ip: str, temp_dir: str) -> tuple[list[str], int, int]:
+def head_arguments(
+    spec: NodeSpec,
+    ip: str,
+    temp_dir: str,
+    port: Callable[[str], int | str] = _free,
+    dashboard_host: str = "127.0.0.1",
+) -> tuple[list[str], int | str, int | str]:
     """``ray start`` arguments of a head node, with its GCS and dashboard ports."""
-    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_port, dashboard_port = port("gcs"), port("dashboard")
     args = [
         "--head",
         f"--port={gcs_port}",
-        "--dashboard-host=127.0.0.1",
+        f"--dashboard-host={dashboard_host}",
         f"--dashboard-port={dashboard_port}",
         "--include-dashboard=true",
-        f"--ray-client-server-port={free_port()}",
-        *_node_args(spec, ip, temp_dir),
+        f"--ray-client-server-port={port('client')}",
+        *_node_args(spec, ip, temp_dir, port),
     ]
     return args, gcs_port, dashboard_port
 
@@ -306,6 +333,7 @@ class LocalBackend(Backend):
     """``kind: "local"``: a head and worker nodes on this machine (the code above)."""
 
     kind = "local"
+    label = "local"
 
     def validate(self, body: dict[str, object]) -> Spec:
         requests.keys(body, ("kind", "name", "head", "workers", "lifetime"), "a local launch")

@@ -1,7 +1,8 @@
 """The processes of a cluster on this machine: finding exactly them, and stopping exactly them.
 
 Blocking functions, reading ``/proc``: this module is the one place that reads it
-(:func:`table`, :func:`cmdline`, :func:`start_time`); other modules and the tests call these.
+(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`start_time`); other
+modules and the tests call these.
 A cluster's processes are its nodes' process groups (each ``ray start`` runs in a session of its
 own), their descendants, and the orphans whose command line names the cluster's temp folder; a
 process is matched by (pid, start time), so a reused pid or process group id is never
@@ -21,8 +22,8 @@ import time
 from pathlib import Path
 
 __all__ = [
-    "cluster_processes", "cmdline", "descendants", "group_members", "owned_groups", "start_time",
-    "stop", "table",
+    "arguments", "cluster_processes", "cmdline", "descendants", "group_members", "owned_groups",
+    "pids", "start_time", "stop", "table",
 ]  # fmt: skip
 
 
@@ -61,6 +62,23 @@ def cmdline(pid: int) -> str:
         )
     except OSError:
         return ""
+
+
+def arguments(pid: int, own: bool = True) -> list[str] | None:
+    """Process ``pid``'s argument list; None once it is gone, or (``own``) when it belongs to
+    another user."""
+    try:
+        if own and os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return None
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").split("\0")
+
+
+def pids() -> list[int]:
+    """Every process id on this machine now (zombies included)."""
+    return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
 
 
 def start_time(pid: int) -> int | None:

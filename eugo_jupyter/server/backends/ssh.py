@@ -82,6 +82,7 @@ class SshBackend(Backend):
     """``kind: "ssh"``: a head here (or on the first host) and a worker node per host."""
 
     kind = "ssh"
+    label = "SSH"
 
     def validate(self, body: dict[str, Any]) -> Spec:
         requests.keys(body, ("kind", "name", "lifetime", "ssh", "head"), "an ssh launch")
