@@ -1,17 +1,18 @@
-// The SLURM launch form: partition, account, wall time, nodes and per-node resources, extra
-// #SBATCH lines, an optional profile from the server; Preview shows the exact job scripts.
+// The batch scheduler's launch form (SLURM, Grid Engine...), built from the kind's field table
+// (kinds.ts): the fields, extra directive lines, an optional profile from the server; Preview
+// shows the exact job scripts.
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
 import {
+  IBatchRequest,
   IPlan,
   IProfile,
-  ISlurmRequest,
-  ISlurmSpec,
   Lifetime,
   previewLaunch
 } from '../api';
 import { CommandIDs, reportError } from '../commands';
+import { IBatchField, ILaunchKind } from '../kinds';
 import {
   ClusterNameField,
   FormActions,
@@ -21,35 +22,31 @@ import {
   usePending
 } from './fields';
 
-const DEFAULTS: ISlurmSpec = {
-  partition: '',
-  account: '',
-  walltime: '01:00:00',
-  nodes: 2,
-  cpus_per_node: 1,
-  gpus_per_node: 0,
-  memory_per_node: '',
-  extra: ''
-};
+type Values = Record<string, string | number>;
+
+function defaults(fields: readonly IBatchField[]): Values {
+  return Object.fromEntries(fields.map(f => [f.key, f.default]));
+}
 
 /** The body sent to the server: empty optional fields are left out. */
 function requestOf(
+  kind: string,
   name: string,
   lifetime: Lifetime,
-  spec: ISlurmSpec,
+  values: Values,
   profile: string
-) {
-  const slurm: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(spec)) {
+): IBatchRequest {
+  const part: Values = {};
+  for (const [key, value] of Object.entries(values)) {
     if (value !== '' && value !== undefined) {
-      slurm[key] = value;
+      part[key] = value;
     }
   }
-  const request: ISlurmRequest = {
-    kind: 'slurm',
+  const request: IBatchRequest = {
+    kind,
     name: name.trim(),
     lifetime,
-    slurm: slurm as unknown as ISlurmSpec
+    [kind]: part
   };
   if (profile) {
     request.profile = profile;
@@ -57,7 +54,7 @@ function requestOf(
   return request;
 }
 
-function PlanView({ plan }: { plan: IPlan }): JSX.Element {
+export function PlanView({ plan }: { plan: IPlan }): JSX.Element {
   return (
     <div className="eugo-Plan" aria-label="Preview">
       <p className="eugo-Plan-summary">{plan.summary}</p>
@@ -80,38 +77,43 @@ function PlanView({ plan }: { plan: IPlan }): JSX.Element {
   );
 }
 
-interface ISlurmFormProps {
+interface IBatchFormProps {
   commands: CommandRegistry;
   profiles: readonly IProfile[];
+  kind: ILaunchKind;
 }
 
-export function SlurmForm({
+export function BatchForm({
   commands,
-  profiles
-}: ISlurmFormProps): JSX.Element {
+  profiles,
+  kind
+}: IBatchFormProps): JSX.Element {
+  const fields = kind.fields ?? [];
   const [name, setName] = React.useState('hpc');
-  const [spec, setSpec] = React.useState<ISlurmSpec>(DEFAULTS);
+  const [values, setValues] = React.useState<Values>(() => defaults(fields));
   const [lifetime, setLifetime] = React.useState<Lifetime>('server');
   const [profile, setProfile] = React.useState('');
   const [plan, setPlan] = React.useState<IPlan | null>(null);
   const [pending, run] = usePending();
 
-  const chosen = profiles.find(p => p.name === profile);
+  const offered = profiles.filter(p => (p.kind || p.body.kind) === kind.kind);
+  const chosen = offered.find(p => p.name === profile);
   // With a profile, only the fields it lets users change stay editable.
-  const locked = (key: keyof ISlurmSpec) =>
-    !!chosen && !chosen.editable.includes(`slurm.${key}`);
-  const set = (key: keyof ISlurmSpec) => (value: string | number) => {
-    setSpec({ ...spec, [key]: value });
+  const locked = (key: string) =>
+    !!chosen && !chosen.editable.includes(`${kind.kind}.${key}`);
+  const set = (key: string) => (value: string | number) => {
+    setValues({ ...values, [key]: value });
     setPlan(null);
   };
   const pickProfile = (value: string) => {
     setProfile(value);
-    const next = profiles.find(p => p.name === value);
-    setSpec({ ...DEFAULTS, ...(next?.body.slurm ?? {}) } as ISlurmSpec);
+    const next = offered.find(p => p.name === value);
+    const part = (next?.body[kind.kind] ?? {}) as Values;
+    setValues({ ...defaults(fields), ...part });
     setPlan(null);
   };
 
-  const request = () => requestOf(name, lifetime, spec, profile);
+  const request = () => requestOf(kind.kind, name, lifetime, values, profile);
   const onPreview = async () => {
     try {
       setPlan(await run(() => previewLaunch(request())));
@@ -121,49 +123,64 @@ export function SlurmForm({
   };
   const onSubmit = async (event: React.FormEvent<HTMLFormElement>) => {
     event.preventDefault();
-    const model = await run(() =>
-      commands.execute(CommandIDs.launch, request() as any)
-    );
+    const body = request() as unknown as Record<string, never>;
+    const model = await run(() => commands.execute(CommandIDs.launch, body));
     if (model) {
       setPlan(null);
     }
   };
 
-  const text = (
-    label: string,
-    key: keyof ISlurmSpec,
-    placeholder: string,
-    title?: string
-  ) => (
-    <TextField
-      label={label}
-      ariaLabel={label}
-      placeholder={placeholder}
-      title={title}
-      disabled={locked(key)}
-      value={String(spec[key] ?? '')}
-      onChange={set(key)}
-    />
-  );
-  const count = (
-    label: string,
-    key: keyof ISlurmSpec,
-    min: number,
-    max: number
-  ) => (
-    <NumberField
-      label={label}
-      min={min}
-      max={max}
-      disabled={locked(key)}
-      value={Number(spec[key])}
-      onChange={set(key)}
-    />
-  );
+  const field = (f: IBatchField) => {
+    if (f.type === 'count') {
+      return (
+        <NumberField
+          key={f.key}
+          label={f.label}
+          min={f.min ?? 0}
+          max={f.max ?? 4096}
+          disabled={locked(f.key)}
+          value={Number(values[f.key])}
+          onChange={set(f.key)}
+        />
+      );
+    }
+    if (f.type === 'lines') {
+      return (
+        <label key={f.key} className="eugo-Field">
+          <span>{f.label}</span>
+          <textarea
+            className="jp-mod-styled eugo-Input eugo-mod-lines"
+            aria-label={f.label}
+            placeholder={f.placeholder}
+            disabled={locked(f.key)}
+            rows={2}
+            value={String(values[f.key] ?? '')}
+            onChange={e => set(f.key)(e.currentTarget.value)}
+          />
+        </label>
+      );
+    }
+    return (
+      <React.Fragment key={f.key}>
+        <TextField
+          label={f.label}
+          ariaLabel={f.label}
+          placeholder={f.placeholder ?? ''}
+          title={f.title}
+          disabled={locked(f.key)}
+          value={String(values[f.key] ?? '')}
+          onChange={set(f.key)}
+        />
+        {f.key === 'walltime' && kind.hint && (
+          <p className="eugo-Hint">{kind.hint}</p>
+        )}
+      </React.Fragment>
+    );
+  };
 
   return (
-    <form className="eugo-Form eugo-SlurmForm" onSubmit={onSubmit}>
-      {profiles.length > 0 && (
+    <form className={`eugo-Form ${kind.className ?? ''}`} onSubmit={onSubmit}>
+      {offered.length > 0 && (
         <label className="eugo-Field">
           <span>Profile</span>
           <select
@@ -173,7 +190,7 @@ export function SlurmForm({
             onChange={e => pickProfile(e.currentTarget.value)}
           >
             <option value="">None (fill in below)</option>
-            {profiles.map(p => (
+            {offered.map(p => (
               <option key={p.name} value={p.name} title={p.description}>
                 {p.name}
               </option>
@@ -182,38 +199,11 @@ export function SlurmForm({
         </label>
       )}
       <ClusterNameField value={name} onChange={setName} />
-      {text('Partition', 'partition', 'default')}
-      {text('Account', 'account', 'optional')}
-      {text(
-        'Wall time',
-        'walltime',
-        '01:00:00',
-        'HH:MM:SS, D-HH:MM:SS or minutes'
-      )}
-      <p className="eugo-Hint">
-        The Ray head runs in a SLURM job of its own, one of the nodes below (not
-        on this login node); each further node is a worker job.
-      </p>
-      {count('Nodes', 'nodes', 1, 256)}
-      {count('CPUs per node', 'cpus_per_node', 1, 4096)}
-      {count('GPUs per node', 'gpus_per_node', 0, 64)}
-      {text('Memory per node', 'memory_per_node', 'e.g. 16GB (optional)')}
-      <label className="eugo-Field">
-        <span>Extra #SBATCH lines</span>
-        <textarea
-          className="jp-mod-styled eugo-Input eugo-mod-lines"
-          aria-label="Extra #SBATCH lines"
-          placeholder={'--qos=short\n--constraint=a100'}
-          disabled={locked('extra')}
-          rows={2}
-          value={spec.extra ?? ''}
-          onChange={e => set('extra')(e.currentTarget.value)}
-        />
-      </label>
+      {fields.map(field)}
       <LifetimeField
         value={lifetime}
         onChange={setLifetime}
-        group="eugo-slurm-lifetime"
+        group={`eugo-${kind.kind}-lifetime`}
       />
       <FormActions pending={pending} label="Launch" pendingLabel="Working…">
         <button
