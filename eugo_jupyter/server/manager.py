@@ -50,6 +50,7 @@ from .. import records
 from ..exceptions import ClusterError, OptionsError
 from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
+from .launch import Launch
 from .models import ClusterModel, KindFacts, make_cluster_model
 from .profiles import apply_profile, check_profile
 
@@ -167,7 +168,7 @@ class ClusterManager:
             if record.get("lifetime") == "server":
                 self._register_atexit()
             if status == "starting":
-                cluster.launching = asyncio.ensure_future(self._await_up(cluster, backend))
+                cluster.launching = asyncio.ensure_future(Launch(self, cluster, backend).run())
 
     def _stops_with_server(self, cluster: _Cluster) -> bool:
         backend = self.backends.get(cluster.kind)
@@ -457,62 +458,9 @@ class ClusterManager:
         started = backend.starts_quickly
         if started:
             await self._observe(cluster)  # the card shows the submitted jobs at once
-        cluster.launching = asyncio.ensure_future(self._launch(cluster, backend, spec, started))
+        launch = Launch(self, cluster, backend, None if started else spec)
+        cluster.launching = asyncio.ensure_future(launch.run())
         return self._model(cluster)
-
-    async def _launch(self, cluster: _Cluster, backend: Backend, spec: Spec, started: bool) -> None:
-        loop = asyncio.get_running_loop()
-        if not started:
-            try:
-                updates = await loop.run_in_executor(
-                    self._slow, backend.start, spec, cluster.record, self.launch_timeout
-                )
-            except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
-                cluster.status, cluster.error = "error", _sentence(exc)
-                self._save(cluster)
-                return
-            cluster.record.update(updates)
-            self._save(cluster)
-        await self._await_up(cluster, backend)
-
-    async def _await_up(self, cluster: _Cluster, backend: Backend) -> None:
-        """Wait until every node the backend expects has joined Ray, or say why not."""
-        deadline = time.monotonic() + self.launch_timeout
-        while cluster.status in ("starting", "error"):
-            observed = await self._observe(cluster)
-            if cluster.status not in ("starting", "error"):
-                break  # ended, or a shutdown began
-            if observed.blocked:
-                cluster.status, cluster.error = "error", observed.blocked
-            elif cluster.status == "error" and time.monotonic() <= deadline:
-                cluster.status, cluster.error = "starting", None  # the scheduler changed its mind
-            if observed.waiting or observed.blocked:
-                deadline = time.monotonic() + self.launch_timeout  # queued: the scheduler's time
-            if observed.address and not observed.blocked:
-                # Read Ray even while some jobs wait: the card shows the nodes that joined.
-                try:
-                    data = await self._read(cluster)
-                except Exception:  # noqa: BLE001 - the GCS may not answer yet
-                    data = None
-                if data:
-                    self._took(cluster, data)  # the card shows the nodes as they join
-                if data and sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
-                    cluster.status, cluster.error = "running", None
-                    break
-            if time.monotonic() > deadline and not observed.blocked:
-                # Said, but not final: a node that joins later still makes the cluster run.
-                cluster.status = "error"
-                cluster.error = (
-                    f"Only some of the {observed.nodes_expected} nodes registered within "
-                    f"{self.launch_timeout:g} s. Wait, or shut this cluster down and launch "
-                    "again, with fewer nodes."
-                )
-                self._save(cluster)
-            # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
-            slow = observed.waiting or observed.blocked or cluster.status == "error"
-            await asyncio.sleep(self.max_age if slow else 0.5)
-        if cluster.status != "stopped":
-            self._save(cluster)
 
     def _running(self, cluster_id: str) -> _Cluster | None:
         cluster = self._clusters.get(cluster_id)

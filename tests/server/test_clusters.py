@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import local as launcher
 from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 
@@ -61,7 +60,7 @@ def _stop_leftover_cluster() -> Any:
     yield
     record = _shared.get("record")
     if record and _shared.get("stopped") is not True:
-        assert launcher.stop(record["pgids"], record["temp_dir"]) == []
+        assert processes.stop(record["pgids"], record["temp_dir"]) == []
 
 
 async def test_launch_shows_both_nodes_and_their_resources(jp_fetch: Any) -> None:
@@ -226,7 +225,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     model = await _two_nodes(jp_fetch)
     record = _shared["record"]
     assert len(record["pgids"]) == 2  # one process group per node
-    assert all(launcher.group_members(g) for g in record["pgids"])
+    assert all(processes.group_members(g) for g in record["pgids"])
     # A live actor: Ray runs it in a process group of its own, which shutdown must find too.
     client = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
         [sys.executable, "-c", HOLDER, model["address"]],
@@ -247,7 +246,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     finally:
         client.kill()
         client.wait()
-    assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
+    assert [pid for g in record["pgids"] for pid in processes.group_members(g)] == []
     leftovers = [pid for pid in processes.pids() if record["temp_dir"] in processes.cmdline(pid)]
     assert leftovers == []
     assert not Path(record["temp_dir"]).exists()

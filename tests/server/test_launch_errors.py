@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server.backends import local as launcher
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter.exceptions import LaunchError
+from eugo_jupyter.server.backends import processes, ray_start
 
 
 async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(
@@ -48,8 +48,8 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         temp_dir = f"/tmp/eugo-t-{port}"
-        with pytest.raises(launcher.LaunchError) as info:
-            launcher._run_ray_start(
+        with pytest.raises(LaunchError) as info:
+            ray_start.run_ray_start(
                 ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                  f"--temp-dir={temp_dir}"],
                 timeout=240,

@@ -12,7 +12,7 @@ guide puts the head there too). So a cluster of ``nodes`` nodes is one *head job
 ``nodes - 1`` *worker jobs*; scaling diffs the wanted worker jobs against those that run (as
 distributed's ``SpecCluster`` does): **Add node** submits one more, **Remove node** cancels one.
 Every job runs ``ray start --block`` (the arguments from the same builder the local and ssh
-backends use, :func:`.local.head_arguments`), so the scheduler tracks Ray's processes and its
+backends use, :func:`.ray_start.head_arguments`), so the scheduler tracks Ray's processes and its
 cancel ends them (a daemonised Ray would escape the job).
 
 How the address travels: each cluster has a folder on the shared file system (``shared_dir``;
@@ -52,7 +52,7 @@ from .. import requests
 from ..exporters import closed_exporters
 from . import processes
 from .base import Backend, Observed, Plan, Spec
-from .local import HEAD_PORTS, NODE_PORTS, NodeSpec, _node_args, head_arguments
+from .ray_start import HEAD_PORTS, NODE_PORTS, NodeSpec, head_arguments, node_arguments
 
 __all__ = ["BatchBackend", "BatchFields", "JobState", "run_command"]
 
@@ -192,6 +192,17 @@ for attempt in 1 2 3 4 5; do
   read -r ip {node_ports} < <({python} -c "$pick" {count})
   {ray_start} &
   ray_pid=$!
+  # A head that had to try again publishes new ports; this node's Ray would keep retrying the
+  # old ones for many minutes: follow the head instead.
+  while kill -0 "$ray_pid" 2>/dev/null; do
+    read -r now 2>/dev/null < gcs || now="$address"
+    if [ "$now" != "$address" ]; then
+      echo "the head moved to $now; starting again" >&2
+      kill -TERM "$ray_pid" 2>/dev/null || true
+      break
+    fi
+    sleep 1
+  done
   status=0
   wait "$ray_pid" || status=$?
   echo "ray start ended (exit $status), try $attempt of 5" >&2
@@ -216,7 +227,7 @@ def ray_start_line(role: str, cpus: int, gpus: int, ray: str) -> str:
         first, args = f"{ray} start --head --block", args[1:]
     else:
         first = f'{ray} start --block --address="$address"'
-        args = _node_args(spec, '"$ip"', '"$temp_dir"', _shell_port)
+        args = node_arguments(spec, '"$ip"', '"$temp_dir"', _shell_port)
     # The arguments are flags, numbers and quoted shell variables: nothing a user typed.
     return " \\\n    ".join([first, *args])
 

@@ -94,10 +94,6 @@ def start_time(pid: int) -> int | None:
     return None if rest[0] in ("Z", "X") else int(rest[19])
 
 
-_processes = table  # the short private names this module's callers used
-_cmdline = cmdline
-
-
 def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
     """The groups that still hold a process of this cluster (one whose command names temp_dir).
 
