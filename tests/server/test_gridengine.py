@@ -285,3 +285,58 @@ async def test_memory_without_a_consumable_names_the_setting(jp_fetch: Any) -> N
 
     with pytest.raises(Exception, match="needs gridengine.memory_resource"):
         GridEngineBackend().validate(body)
+
+
+def test_a_worker_job_follows_a_head_that_started_again_on_new_ports(
+    cell: GridEngine, tmp_path: Path
+) -> None:
+    """A head job whose first `ray start` fails (a busy machine) tries again on new ports and
+    publishes them; a worker that had already started against the first address must follow,
+    since its Ray retries a dead GCS for many minutes. (Seen in a SLURM test run: the worker
+    never joined.) Here the first "head" is a plain TCP listener, the second a real Ray head."""
+    import secrets
+    import socket
+    import tempfile
+    import time
+
+    from eugo_jupyter.server import monitor
+    from eugo_jupyter.server.backends import local
+    from eugo_jupyter.server.backends.gridengine import GridEngineBackend
+    from eugo_jupyter.server.backends.ray_start import NodeSpec, node_ip
+
+    backend = GridEngineBackend(str(tmp_path / "shared"))
+    spec = backend.validate({"kind": "gridengine", "gridengine": {"nodes": 2}})
+    folder = backend.root / "c-follow"
+    folder.mkdir(parents=True)
+    Path(backend.script_path(str(folder), "worker")).write_text(
+        backend.script(spec.fields, "worker")
+    )
+    ip = node_ip()
+    with socket.socket() as first:  # answers TCP, speaks no GCS: the head's failed first try
+        first.bind((ip, 0))
+        first.listen()
+        (folder / "gcs").write_text(f"{ip}:{first.getsockname()[1]}\n")
+        job = subprocess.run(
+            backend.submit_command(str(folder), "c-follow", "worker"),
+            env=cell.env, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        # A short folder: Ray's socket paths under it must stay within 107 bytes.
+        head_dir = f"{tempfile.gettempdir()}/eugo-t-{secrets.token_hex(3)}"
+        head = local.launch(NodeSpec(num_cpus=1), [], head_dir)
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while not _ray_processes_of([job]):  # the worker's Ray is trying the first address
+                assert time.monotonic() < deadline, "the worker job's Ray never started"
+                time.sleep(0.5)
+            (folder / "gcs.tmp").write_text(f"{head.gcs_address}\n")
+            (folder / "gcs.tmp").rename(folder / "gcs")
+            while sum(n["alive"] for n in monitor.read(head.gcs_address, None)["nodes"]) < 2:
+                assert time.monotonic() < deadline, "the worker never joined the moved head"
+                time.sleep(1)
+        finally:
+            subprocess.run(["qdel", job], env=cell.env, capture_output=True)
+            assert processes.stop(head.pgids, head.temp_dir) == []
+    end = time.monotonic() + 120
+    while _ray_processes_of([job]):
+        assert time.monotonic() < end, _ray_processes_of([job])
+        time.sleep(0.5)
