@@ -35,7 +35,7 @@ from typing import Any
 from eugo_jupyter._tempdirs import expected_dir
 from eugo_jupyter.exceptions import ClusterError
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.
@@ -98,7 +98,7 @@ def post_raw(server: ManagerClient, data: bytes) -> tuple[int, str]:
         return exc.code, json.loads(exc.read() or b"{}").get("message", "")
 
 
-def lost_results(cluster: launcher.Launched) -> tuple[int, int]:
+def lost_results(cluster: local.Launched) -> tuple[int, int]:
     """Submit 600 short calls, SIGKILL two Ray worker processes meanwhile; (lost, killed)."""
     import eugo_jupyter as eugo
 
@@ -115,8 +115,8 @@ def lost_results(cluster: launcher.Launched) -> tuple[int, int]:
     while killed < 2 and time.monotonic() < deadline:
         workers = [
             pid
-            for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir)
-            if "ray::square" in launcher._cmdline(pid) or "ray::IDLE" in launcher._cmdline(pid)
+            for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir)
+            if "ray::square" in processes.cmdline(pid) or "ray::IDLE" in processes.cmdline(pid)
         ]
         if workers:
             os.kill(workers[0], signal.SIGKILL)
@@ -139,7 +139,7 @@ def hostile(server: ManagerClient, junk_port: int) -> tuple[int, int, bool]:
     return clear, len(HOSTILE), server.clusters() is not None
 
 
-def token_astray(server: ManagerClient, cluster: launcher.Launched) -> int:
+def token_astray(server: ManagerClient, cluster: local.Launched) -> int:
     """Requests a foreign listener got after the cluster published it as its dashboard."""
     seen: list[str] = []
 
@@ -185,9 +185,9 @@ def token_astray(server: ManagerClient, cluster: launcher.Launched) -> int:
     return len(seen)
 
 
-def open_ports(cluster: launcher.Launched) -> tuple[int, int]:
+def open_ports(cluster: local.Launched) -> tuple[int, int]:
     """(ports outside loopback answering HTTP without a token, ports outside loopback)."""
-    pids = {pid for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir)}
+    pids = {pid for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir)}
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
     ports = set()
     for line in out.splitlines():
@@ -199,7 +199,9 @@ def open_ports(cluster: launcher.Launched) -> tuple[int, int]:
     for port in ports:
         for path in ("/metrics", "/"):
             try:
-                with urllib.request.urlopen(f"http://{launcher.node_ip()}:{port}{path}", timeout=5):
+                with urllib.request.urlopen(
+                    f"http://{ray_start.node_ip()}:{port}{path}", timeout=5
+                ):
                     answering += 1
                     break
             except (OSError, ValueError, http.client.HTTPException):
@@ -222,18 +224,18 @@ def crash(
             if attempt == 2:
                 raise
     record = json.loads((runtime / "eugo" / "clusters" / f"{cluster_id}.json").read_text())
-    before = len(launcher.cluster_processes(record["pgids"], record["temp_dir"]))
+    before = len(processes.cluster_processes(record["pgids"], record["temp_dir"]))
     process.send_signal(signal.SIGKILL)
     began = time.monotonic()
     process.wait()
-    while launcher.cluster_processes(record["pgids"], record["temp_dir"]):
+    while processes.cluster_processes(record["pgids"], record["temp_dir"]):
         if time.monotonic() - began > LIMIT:
             return before, float("inf")
         time.sleep(0.1)
     return before, time.monotonic() - began
 
 
-def kernel_gone(cluster: launcher.Launched) -> tuple[float, bool]:
+def kernel_gone(cluster: local.Launched) -> tuple[float, bool]:
     """(seconds from the cluster's death to ClusterError in the kernel, fallback ran)."""
     marker = Path(tempfile.mkdtemp()) / "running"
     kernel = subprocess.Popen(
@@ -243,7 +245,7 @@ def kernel_gone(cluster: launcher.Launched) -> tuple[float, bool]:
     deadline = time.monotonic() + LIMIT
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
+    for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
         os.kill(pid, signal.SIGKILL)
     killed = time.time()
     out, _ = kernel.communicate(timeout=LIMIT)
@@ -255,8 +257,8 @@ def kernel_gone(cluster: launcher.Launched) -> tuple[float, bool]:
 def main() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     runtime = Path(tempfile.mkdtemp(prefix="eugo-bench-runtime-"))
-    cluster = launcher.launch(
-        launcher.NodeSpec(num_cpus=2), [launcher.NodeSpec(num_cpus=1)],
+    cluster = local.launch(
+        ray_start.NodeSpec(num_cpus=2), [ray_start.NodeSpec(num_cpus=1)],
         expected_dir(f"c-b{secrets.token_hex(4)}"),
     )  # fmt: skip
     try:
@@ -288,11 +290,11 @@ def main() -> None:
             f"the kernel then ran a call on the embedded Ray: {fell_back}"
         )
     finally:
-        launcher.stop(cluster.pgids, cluster.temp_dir)
+        processes.stop(cluster.pgids, cluster.temp_dir)
         for path in (runtime / "eugo" / "clusters").glob("*.json"):
             record = json.loads(path.read_text())
             if record.get("temp_dir"):
-                launcher.stop(record.get("pgids", []), record["temp_dir"])
+                processes.stop(record.get("pgids", []), record["temp_dir"])
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes, ray_start
 from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.
@@ -41,11 +41,11 @@ def bare_start(cpus: int) -> float:
     temp_dir = tempfile.mkdtemp(prefix="eugo-bare-", dir="/tmp")
     # The very command line the manager runs (free ports, dashboard on 127.0.0.1, token auth):
     # the ratio is then the manager's own cost (HTTP, record, waiting for the node to register).
-    head, _, _ = launcher.head_arguments(
-        launcher.NodeSpec(num_cpus=cpus), launcher.node_ip(), temp_dir
+    head, _, _ = ray_start.head_arguments(
+        ray_start.NodeSpec(num_cpus=cpus), ray_start.node_ip(), temp_dir
     )
-    args = [launcher.ray_executable(), "start", *head]
-    env = launcher._environment()
+    args = [ray_start.ray_executable(), "start", *head]
+    env = ray_start.environment()
     start = time.perf_counter()
     proc = subprocess.Popen(
         args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
@@ -53,12 +53,12 @@ def bare_start(cpus: int) -> float:
     output, _ = proc.communicate()
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
-        launcher.stop([proc.pid], temp_dir)  # a failed start can leave half its daemons
+        processes.stop([proc.pid], temp_dir)  # a failed start can leave half its daemons
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise RuntimeError(output.decode()[-3000:])
     # `ray start` has exited; its daemons kept its process group, so we can stop exactly them.
     pgid = _pgid_of(temp_dir)
-    assert launcher.stop([pgid], temp_dir) == []
+    assert processes.stop([pgid], temp_dir) == []
     return elapsed
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes, ray_start
 
 # The benchmarks share the tests' helpers: a real SLURM and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,7 +80,7 @@ def _alive_nodes(address: str) -> int:
 
 def _gone(mark: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
-    while any(mark in launcher._cmdline(pid) for pid in launcher._processes()):
+    while any(mark in processes.cmdline(pid) for pid in processes.table()):
         if time.monotonic() > deadline:
             raise RuntimeError(f"processes of {mark} are still running")
         time.sleep(0.5)
@@ -90,10 +90,10 @@ def guide_start(slurm: Slurm, folder: Path) -> float | None:
     """Seconds from sbatch of the guide's script to two alive nodes (None: not within 5 min);
     cancels the job after. On a busy machine the guide's fixed ``sleep 10`` can start the worker
     before the head answers, and that worker then never joins."""
-    port = launcher.free_port()
-    ip = launcher.node_ip()
+    port = ray_start.free_port()
+    ip = ray_start.node_ip()
     script = folder / "guide.sbatch"
-    script.write_text(GUIDE.format(folder=folder, ip=ip, port=port, ray=launcher.ray_executable()))
+    script.write_text(GUIDE.format(folder=folder, ip=ip, port=port, ray=ray_start.ray_executable()))
     start = time.perf_counter()
     job = subprocess.run(
         ["sbatch", "--parsable", str(script)], env=slurm.env, capture_output=True, text=True,

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local, ssh
+from eugo_jupyter.server.backends import ray_start, ssh
 from eugo_jupyter.server.manager import ClusterManager
 from tests.testbed import TestBed
 
@@ -64,10 +64,10 @@ def by_hand(bed: TestBed, run: int) -> float:
     fields: ssh.SshSpec = spec.fields
     cluster_id = f"c-hand{run:04d}"
     temp_dir = f"{tempfile.gettempdir()}/eugo-{cluster_id}"
-    head_ip = local.node_ip()
-    args, port, _ = local.head_arguments(fields.head, head_ip, temp_dir)
+    head_ip = ray_start.node_ip()
+    args, port, _ = ray_start.head_arguments(fields.head, head_ip, temp_dir)
     start = time.perf_counter()
-    pgid = local._run_ray_start(args, 180)
+    pgid = ray_start.run_ray_start(args, 180)
     address = f"{head_ip}:{port}"
     record = {"id": cluster_id, "spec": spec.to_model(), "pgids": [pgid], "temp_dir": temp_dir}
     try:

@@ -8,7 +8,8 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- SerializationError (TypeError)     an argument or captured variable cannot be pickled
      +-- ClusterError (RuntimeError)        no cluster to talk to, or the wrong one
      |    +-- LaunchError                   a node of a launched cluster did not start
-     |    +-- SlurmError                    a SLURM command refused or failed (SLURM's words)
+     |    +-- SchedulerError                a batch scheduler's command refused or failed (its
+     |    |                                 words); ``SlurmError`` is the same class
      |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
@@ -57,6 +58,7 @@ __all__ = [
     "PandasFallbackWarning",
     "PartitionError",
     "RemoteCellError",
+    "SchedulerError",
     "SerializationError",
     "SlurmError",
     "StaleGlobalWarning",
@@ -83,8 +85,13 @@ class LaunchError(ClusterError):
     """A node did not start; the message says why (port in use, ray missing, timeout...)."""
 
 
-class SlurmError(ClusterError):
-    """A SLURM command refused or failed; the message is SLURM's own."""
+class SchedulerError(ClusterError):
+    """A batch scheduler's command (sbatch, qsub, qstat...) refused or failed; the message is
+    the scheduler's own."""
+
+
+#: The name this error had when SLURM was the only scheduler; ``except SlurmError`` still works.
+SlurmError = SchedulerError
 
 
 class ConfirmationError(ClusterError):

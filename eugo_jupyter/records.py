@@ -121,6 +121,16 @@ def delete_record(cluster_id: str) -> None:
         clear_active()
 
 
+def forget(record: dict[str, Any]) -> None:
+    """A cluster is gone for good: remove its record, and its temp folder if that is exactly
+    one the Manager created (the one owner of forgetting: the manager and the watchdog call it)."""
+    delete_record(str(record["id"]))
+    if record.get("temp_dir"):
+        from ._tempdirs import remove_ours
+
+        remove_ours(str(record["id"]), str(record["temp_dir"]))
+
+
 def set_active(record: dict[str, Any]) -> None:
     """Mark a cluster as the one new kernels connect to."""
     _write_json(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need into ./.venv and runs the whole suite: unit and Ray tests, the
-# Jupyter server tests, the browser tests (system Chromium), a real SLURM, test hosts in network
+# Jupyter server tests, the browser tests (system Chromium), a real SLURM and Grid Engine, test hosts in network
 # namespaces with their own sshd, and the example notebooks (nbval).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,9 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v slurmctld >/dev/null 2>&1 || missing+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || missing+=(munge)
+[ -x /usr/sbin/sge_qmaster ] || missing+=(gridengine-master)
+[ -x /usr/sbin/sge_execd ] || missing+=(gridengine-exec)
+command -v qsub >/dev/null 2>&1 || missing+=(gridengine-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
@@ -21,8 +24,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "The browser tests need Chromium: run 'sudo apt-get install -y ${missing[*]}' and try again." >&2
     exit 1
   else
-    echo "Not installed: ${missing[*]} ('sudo apt-get install -y ${missing[*]}'); the SLURM and" \
-      "test-host tests skip without them (and without root)." >&2
+    echo "Not installed: ${missing[*]} ('sudo apt-get install -y ${missing[*]}'); the SLURM, Grid" \
+      "Engine and test-host tests skip without them (and without root)." >&2
   fi
 fi
 

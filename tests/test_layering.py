@@ -169,3 +169,18 @@ def test_every_error_class_lives_in_the_eugo_error_tree() -> None:
     for name in exceptions.__all__:
         cls = getattr(exceptions, name)
         assert issubclass(cls, (exceptions.EugoError, exceptions.EugoWarning)), name
+
+
+def test_scheduler_error_keeps_its_slurm_name() -> None:
+    """``SlurmError`` became the scheduler-wide ``SchedulerError``; code that catches the old
+    name still catches what every scheduler raises, and the tree drawn in the docstring says
+    where it sits."""
+    from eugo_jupyter import exceptions
+
+    assert exceptions.SlurmError is exceptions.SchedulerError
+    assert issubclass(exceptions.SchedulerError, exceptions.ClusterError)
+    assert "+-- SchedulerError" in (exceptions.__doc__ or "")
+    drawn = {line.split("+-- ")[1].split()[0] for line in (exceptions.__doc__ or "").splitlines()
+             if "+-- " in line}  # fmt: skip
+    errors = {n for n in exceptions.__all__ if n.endswith("Error") and n != "SlurmError"}
+    assert errors - {"EugoError"} <= drawn

@@ -48,8 +48,9 @@ class EugoManagerExtension(ExtensionApp):
     slurm_shared_dir = Unicode(
         "",
         config=True,
-        help="Folder on a file system every SLURM node shares, where SLURM clusters keep their "
-        "job scripts, logs and the head's address (default: ~/.eugo/slurm).",
+        help="Older name of c.SlurmBackend.shared_dir, still read when that is not set: the "
+        "folder on a file system every SLURM node shares, where SLURM clusters keep their job "
+        "scripts, logs and the head's address (default: ~/.eugo/slurm).",
     )
     profiles = List(
         Dict(),
@@ -64,7 +65,7 @@ class EugoManagerExtension(ExtensionApp):
         self.manager = ClusterManager(
             max_age=self.max_age,
             launch_timeout=self.launch_timeout,
-            backends=default_backends(slurm_dir=self.slurm_shared_dir or None),
+            backends=default_backends(parent=self, slurm_dir=self.slurm_shared_dir or None),
             profiles=list(self.profiles),
             find_clusters=self.find_clusters,
         )

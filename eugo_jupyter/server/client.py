@@ -73,10 +73,8 @@ class ManagerClient:
             model = self.cluster(cluster_id)
             if model["status"] == "running":
                 return model
-            if model["status"] == "stopped":
-                raise ClusterError(model.get("error") or "The cluster stopped.")
-            if model["status"] == "error" and model.get("kind") != "slurm":
-                raise ClusterError(model.get("error") or "The launch failed.")
+            if model.get("final_error"):  # the server's rule: it will not come up by itself
+                raise ClusterError(model.get("error") or f"The cluster is {model['status']}.")
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"Cluster {cluster_id} is still {model['status']} after {timeout:g} s"

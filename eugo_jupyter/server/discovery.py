@@ -29,6 +29,7 @@ from typing import Any
 
 from ..exceptions import ClusterError, ConfirmationError
 from . import monitor
+from .backends import processes
 from .models import ClusterModel, make_cluster_model
 
 __all__ = ["Found", "FoundClusters", "found_id", "scan", "stop"]
@@ -63,16 +64,6 @@ def found_id(address: str) -> str:
     return "f-" + hashlib.sha256(address.encode()).hexdigest()[:8]
 
 
-def _arguments(pid: int) -> list[str] | None:
-    try:
-        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
-            return None
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.decode(errors="replace").split("\0")
-
-
 def _option(args: list[str], *names: str) -> str | None:
     for arg in args:
         for name in names:
@@ -104,11 +95,9 @@ def _pgid(pid: int) -> int | None:
 
 def scan() -> list[Found]:
     """Every Ray head (GCS process) of this user on this machine, oldest first."""
-    heads: list[tuple[float, Found]] = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        args = _arguments(int(entry.name))
+    heads: list[tuple[int, Found]] = []
+    for pid in processes.pids():
+        args = processes.arguments(pid)
         if not args or not args[0].endswith("/gcs_server"):
             continue
         session_dir = _option(args, "--session-dir", "--session_dir")
@@ -116,14 +105,11 @@ def scan() -> list[Found]:
         if not session_dir or not ip:
             continue
         port = _port(args, session_dir)
-        pgid = _pgid(int(entry.name))
-        if port is None or pgid is None:
-            continue  # still starting: found on the next scan
-        try:
-            started = entry.stat().st_mtime
-        except OSError:
-            continue
-        heads.append((started, Found(f"{ip}:{port}", session_dir, int(entry.name), pgid)))
+        pgid = _pgid(pid)
+        started = processes.start_time(pid)
+        if port is None or pgid is None or started is None:
+            continue  # still starting (found on the next scan), or gone
+        heads.append((started, Found(f"{ip}:{port}", session_dir, pid, pgid)))
     return [found for _, found in sorted(heads, key=lambda pair: pair[0])]
 
 

@@ -40,17 +40,18 @@ import os
 import secrets
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from .. import records
-from .._tempdirs import remove_ours
 from ..exceptions import ClusterError, OptionsError
 from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
 from .backends import Backend, Observed, PlanModel, Spec, default_backends
-from .models import ClusterModel, make_cluster_model
+from .launch import Launch
+from .models import ClusterModel, KindFacts, make_cluster_model
 from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
@@ -116,8 +117,11 @@ class ClusterManager:
         backends: dict[str, Backend] | None = None,
         profiles: list[dict[str, Any]] | None = None,
         find_clusters: bool = True,
+        read: Callable[[str, str | None, float], dict[str, Any]] = monitor.read,
     ):
         self.max_age = max_age
+        # How a cluster's Ray state is read (monitor.read); a test's fake backend gives its own.
+        self._read_cluster = read
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
         self.stale_after = 0.0
@@ -154,8 +158,7 @@ class ClusterManager:
                 continue
             status = await loop.run_in_executor(self._slow, backend.adopt, record)
             if status is None:
-                records.delete_record(record["id"])
-                _remove_temp(record)  # its logs and sockets: ours to remove
+                records.forget(record)  # and its logs and sockets: ours to remove
                 continue
             record = {**record, "server_pid": os.getpid(), "status": status}
             records.write_record(record)
@@ -165,7 +168,7 @@ class ClusterManager:
             if record.get("lifetime") == "server":
                 self._register_atexit()
             if status == "starting":
-                cluster.launching = asyncio.ensure_future(self._await_up(cluster, backend))
+                cluster.launching = asyncio.ensure_future(Launch(self, cluster, backend).run())
 
     def _stops_with_server(self, cluster: _Cluster) -> bool:
         backend = self.backends.get(cluster.kind)
@@ -225,6 +228,8 @@ class ClusterManager:
             backend_state=cluster.backend_state,
             scalable=bool(backend and backend.scalable),
         )
+        model["final_error"] = self._final(cluster)
+        model["facts"] = cast(KindFacts, backend.facts()) if backend else None
         model["expiry"] = cluster.limits.to_model(time.time()) if cluster.limits else None
         return model
 
@@ -262,7 +267,7 @@ class ClusterManager:
                 raise ClusterError(f"No cluster with id {cluster_id!r}.")
             if model["status"] == "running":
                 return model
-            if model["status"] in ("stopped", "error") and not self._blocked(cluster_id):
+            if model.get("final_error"):
                 raise ClusterError(model["error"] or f"The cluster is {model['status']}.")
             if deadline is not None and time.monotonic() > deadline:
                 raise ClusterError(
@@ -271,9 +276,18 @@ class ClusterManager:
                 )
             await asyncio.sleep(0.5)
 
-    def _blocked(self, cluster_id: str) -> bool:
-        cluster = self._clusters.get(cluster_id)
-        return bool(cluster and cluster.launching and not cluster.launching.done())
+    @staticmethod
+    def _final(cluster: _Cluster) -> bool:
+        """Whether the cluster's error is final: it will not come up by itself.
+
+        The one owner of that rule (the model's ``final_error``; the REST client reads it): a
+        stopped cluster, or an error while no launch loop runs. While the loop runs (a queued or
+        held job, nodes still joining) an error may still turn into "running".
+        """
+        if cluster.status == "stopped":
+            return True
+        launching = cluster.launching is not None and not cluster.launching.done()
+        return cluster.status == "error" and not launching
 
     # -- profiles and previews
 
@@ -302,7 +316,8 @@ class ClusterManager:
             return
         if cluster.launching is not None and not cluster.launching.done():
             return  # the launch loop reads it until it is up
-        if cluster.status == "error" and not cluster.updated and cluster.kind != "connect":
+        owned = self.backends[cluster.kind].owns_processes
+        if cluster.status == "error" and not cluster.updated and owned:
             return  # failed to launch: nothing to read
         if time.monotonic() - cluster.read_at < self.max_age:
             return
@@ -339,8 +354,9 @@ class ClusterManager:
             self._save(cluster)
         if observed.ended and cluster.status not in ("stopping", "stopped"):
             cluster.status, cluster.error = "stopped", observed.ended
-            records.delete_record(cluster.id)
-            _remove_temp(cluster.record)
+            records.forget(cluster.record)
+            # The manager acts on the end, once; reading the state never changes anything.
+            await loop.run_in_executor(self._slow, backend.release, cluster.record)
         return observed
 
     async def _refresh(self, cluster: _Cluster) -> None:
@@ -366,7 +382,7 @@ class ClusterManager:
         except Exception as exc:  # noqa: BLE001 - any failure to read becomes a sentence
             cluster.read_at = time.monotonic()
             detail = _sentence(exc)
-            if cluster.kind == "connect":
+            if not self.backends[cluster.kind].owns_processes:  # connected: it may be gone
                 cluster.status = "error"
                 cluster.error = (
                     f"The cluster at {address} does not answer ({detail}). "
@@ -383,7 +399,7 @@ class ClusterManager:
         return await asyncio.wait_for(
             loop.run_in_executor(
                 None,
-                monitor.read,
+                self._read_cluster,
                 str(cluster.record["address"]),
                 cluster.record.get("dashboard_url"),
                 self.read_timeout,
@@ -442,61 +458,9 @@ class ClusterManager:
         started = backend.starts_quickly
         if started:
             await self._observe(cluster)  # the card shows the submitted jobs at once
-        cluster.launching = asyncio.ensure_future(self._launch(cluster, backend, spec, started))
+        launch = Launch(self, cluster, backend, None if started else spec)
+        cluster.launching = asyncio.ensure_future(launch.run())
         return self._model(cluster)
-
-    async def _launch(self, cluster: _Cluster, backend: Backend, spec: Spec, started: bool) -> None:
-        loop = asyncio.get_running_loop()
-        if not started:
-            try:
-                updates = await loop.run_in_executor(
-                    self._slow, backend.start, spec, cluster.record, self.launch_timeout
-                )
-            except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
-                cluster.status, cluster.error = "error", _sentence(exc)
-                self._save(cluster)
-                return
-            cluster.record.update(updates)
-            self._save(cluster)
-        await self._await_up(cluster, backend)
-
-    async def _await_up(self, cluster: _Cluster, backend: Backend) -> None:
-        """Wait until every node the backend expects has joined Ray, or say why not."""
-        deadline = time.monotonic() + self.launch_timeout
-        while cluster.status in ("starting", "error"):
-            observed = await self._observe(cluster)
-            if cluster.status not in ("starting", "error"):
-                break  # ended, or a shutdown began
-            if observed.blocked:
-                cluster.status, cluster.error = "error", observed.blocked
-            elif cluster.status == "error" and time.monotonic() <= deadline:
-                cluster.status, cluster.error = "starting", None  # the scheduler changed its mind
-            if observed.waiting or observed.blocked:
-                deadline = time.monotonic() + self.launch_timeout  # queued: SLURM's time, not ours
-            elif observed.address:
-                try:
-                    data = await self._read(cluster)
-                except Exception:  # noqa: BLE001 - the GCS may not answer yet
-                    data = None
-                if data:
-                    self._took(cluster, data)  # the card shows the nodes as they join
-                if data and sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
-                    cluster.status, cluster.error = "running", None
-                    break
-            if time.monotonic() > deadline and not observed.blocked:
-                # Said, but not final: a node that joins later still makes the cluster run.
-                cluster.status = "error"
-                cluster.error = (
-                    f"Only some of the {observed.nodes_expected} nodes registered within "
-                    f"{self.launch_timeout:g} s. Wait, or shut this cluster down and launch "
-                    "again, with fewer nodes."
-                )
-                self._save(cluster)
-            # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
-            slow = observed.waiting or observed.blocked or cluster.status == "error"
-            await asyncio.sleep(self.max_age if slow else 0.5)
-        if cluster.status != "stopped":
-            self._save(cluster)
 
     def _running(self, cluster_id: str) -> _Cluster | None:
         cluster = self._clusters.get(cluster_id)
@@ -536,11 +500,11 @@ class ClusterManager:
         return self._model(cluster)
 
     async def add_node(self, cluster_id: str) -> ClusterModel | None:
-        """Add one worker node (a SLURM job); None for an unknown id."""
+        """Add one worker node (for the batch kinds, one more job); None for an unknown id."""
         return await self._scale(cluster_id, True)
 
     async def remove_node(self, cluster_id: str, node: str) -> ClusterModel | None:
-        """Remove worker node ``node`` (a SLURM job id); None for an unknown id."""
+        """Remove worker node ``node`` (the batch kinds: its job id); None for an unknown id."""
         return await self._scale(cluster_id, False, node)
 
     async def dashboard_target(self, cluster_id: str) -> tuple[str, dict[str, str]] | None:
@@ -586,7 +550,7 @@ class ClusterManager:
         if backend is not None and backend.owns_processes:
             cluster.status = "stopping"
             if cluster.launching is not None and not cluster.launching.done():
-                # A local launch must finish for its processes to be stopped; a queued SLURM
+                # A local launch must finish for its processes to be stopped; a queued job's
                 # launch loop stops by itself once the status is "stopping".
                 await asyncio.shield(cluster.launching)
                 cluster.status = "stopping"
@@ -635,12 +599,6 @@ class ClusterManager:
         if active and active.get("id") == cluster.id:
             records.clear_active()  # new kernels must not pick a stopped cluster
         self._save(cluster)
-
-
-def _remove_temp(record: dict[str, Any]) -> None:
-    """Remove a forgotten cluster's temp folder, if it is exactly one we created."""
-    if record.get("temp_dir"):
-        remove_ours(str(record["id"]), str(record["temp_dir"]))
 
 
 def _sentence(exc: BaseException) -> str:

@@ -30,8 +30,14 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
       "waiting": [{"request": {"CPU": 1.0, "GPU": 1.0}, "count": 1, "infeasible": true,
                    "reason": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU; ...",
                    "functions": []}],
-      "slurm": {"jobs": [...], ...}      # only for kind "slurm": the backend's own state, under
-                                         # its kind's name (see backends/slurm.py)
+      "final_error": false,              # true: the error will not clear by itself (a stopped
+                                         # cluster, or a failed launch); false while a launch may
+                                         # still come up (a queued job, a node still joining)
+      "facts": {"label": "SLURM", "node_label": "job", "stop_effect": "cancels its jobs",
+                "scalable": true, "fields": ["partition", ...]},   # the kind's own words
+      "slurm": {"jobs": [...], ...}      # only for kind "slurm" ("gridengine" for Grid Engine...):
+                                         # the backend's own state, under its kind's name
+                                         # (see backends/batch.py)
       "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
       "found": {"temp_dir", "session_dir", "pid"},  # only for kind "found" (discovery.py)
       "findings": [...]                  # the latest profiled runs' findings, newest first
@@ -50,7 +56,7 @@ from typing import Any, TypedDict
 from . import findings, monitor
 from .expiry import ExpiryModel
 
-__all__ = ["ClusterModel", "TaskCounts", "make_cluster_model"]
+__all__ = ["ClusterModel", "KindFacts", "TaskCounts", "make_cluster_model"]
 
 
 class TaskCounts(TypedDict):
@@ -82,10 +88,24 @@ class _ClusterModelBase(TypedDict):
     findings: list[Any]
 
 
+class KindFacts(TypedDict):
+    """What the model says about its kind, so no reader tests kinds by name
+    (:meth:`.backends.base.Backend.facts`)."""
+
+    label: str  # "SLURM", "Grid Engine", "local"
+    node_label: str  # what one node is: "job" (a scheduler's) or "node"
+    stop_effect: str  # what Shut down does: "cancels its jobs"
+    scalable: bool
+    fields: list[str]  # the keys of the launch body's part named after the kind
+
+
 class ClusterModel(_ClusterModelBase, total=False):
     """One cluster as the REST API returns it; the backend's key is present for its kind only."""
 
+    final_error: bool  # the error will not clear by itself (the manager's rule)
+    facts: KindFacts | None
     slurm: dict[str, Any]
+    gridengine: dict[str, Any]
     ssh: dict[str, Any]
     expiry: ExpiryModel | None
     found: dict[str, Any]

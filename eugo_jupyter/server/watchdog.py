@@ -56,12 +56,9 @@ def end(handle: subprocess.Popen[bytes] | None) -> None:
 
 
 def _start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    rest = stat[stat.rfind(")") + 2 :].split()
-    return None if rest[0] in ("Z", "X") else int(rest[19])
+    from .backends.processes import start_time
+
+    return start_time(pid)
 
 
 def wait_for_exit(pid: int) -> None:
@@ -104,7 +101,6 @@ def orphans_of(server_pid: int) -> list[dict[str, object]]:
 def stop_orphans(server_pid: int) -> list[str]:
     """Stop the clusters of a dead server; returns what would not stop (empty: all stopped)."""
     from .. import records
-    from .._tempdirs import remove_ours
     from .backends import default_backends
 
     backends = default_backends()
@@ -117,9 +113,7 @@ def stop_orphans(server_pid: int) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - the other clusters must still be stopped
             late = [f"{record['id']}: {exc}"]
         if not late:
-            records.delete_record(str(record["id"]))
-            if record.get("temp_dir"):
-                remove_ours(str(record["id"]), str(record["temp_dir"]))
+            records.forget(record)
         left += late
     return left
 

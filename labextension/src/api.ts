@@ -6,7 +6,8 @@ import type { IRunFindings } from './panel/findings';
 
 export type ClusterStatus =
   'starting' | 'running' | 'stopping' | 'stopped' | 'error';
-export type ClusterKind = 'local' | 'connect' | 'ssh' | 'found' | 'slurm';
+export type ClusterKind =
+  'local' | 'connect' | 'ssh' | 'found' | 'slurm' | 'gridengine';
 export type Lifetime = 'server' | 'persistent';
 
 /** One GPU on a node, as NVML reports it (fields absent where NVML is not available). */
@@ -73,29 +74,62 @@ export interface ICluster {
   };
   /** True: the card offers Add node / Remove node. */
   scalable?: boolean;
-  /** The SLURM side, for kind "slurm". */
-  slurm?: ISlurmState;
+  /** The batch scheduler's side, under the kind's name ("slurm", "gridengine"). */
+  slurm?: IBatchState;
+  gridengine?: IBatchState;
+  /** What the server says about this kind, so the panel never tests kinds by name. */
+  facts?: IKindFacts | null;
+  /** True: the error will not clear by itself (the server's rule). */
+  final_error?: boolean;
   /** The latest profiled runs' findings, newest first (kept after their kernel is gone). */
   findings?: IRunFindings[];
 }
 
-/** One SLURM job of a cluster: the head's or a worker's. */
-export interface ISlurmJob {
+/** The kind's own words, from the server (`facts` in the model). */
+export interface IKindFacts {
+  label: string;
+  /** What one node is: "job" (a scheduler's) or "node". */
+  node_label: string;
+  /** What Shut down does, as a sentence for the confirmation. */
+  stop_effect: string;
+  scalable: boolean;
+  fields: string[];
+}
+
+/** One job of a batch-scheduler cluster: the head's or a worker's. */
+export interface IBatchJob {
   id: string;
   role: 'head' | 'worker';
   state: string;
-  /** For a pending job, SLURM's reason as a sentence. */
+  /** For a pending job, the scheduler's reason as a sentence. */
   reason: string | null;
   nodes: string[];
-  /** Seconds until the wall time ends (null when SLURM does not say). */
+  /** Seconds until the wall time ends (null when the scheduler does not say). */
   time_left: number | null;
 }
 
-export interface ISlurmState {
+export interface IBatchState {
   dir?: string | null;
   walltime?: string | null;
-  jobs: ISlurmJob[];
+  jobs: IBatchJob[];
   error?: string;
+}
+
+/** The batch schedulers' state in a model: the key named after its kind. */
+export function batchState(cluster: ICluster): IBatchState | undefined {
+  const state = (cluster as unknown as Record<string, unknown>)[cluster.kind];
+  return cluster.facts?.node_label === 'job' && state
+    ? (state as IBatchState)
+    : undefined;
+}
+
+/** A batch launch body: the scheduler's part under its kind's name. */
+export interface IBatchRequest {
+  kind: string;
+  name: string;
+  lifetime: Lifetime;
+  profile?: string;
+  [part: string]: unknown;
 }
 
 export interface ISlurmSpec {
@@ -123,7 +157,7 @@ export interface IProfile {
   name: string;
   description: string;
   kind: string;
-  body: { kind: string; slurm?: Partial<ISlurmSpec>; [key: string]: unknown };
+  body: { kind: string; [key: string]: unknown };
   /** Fields the user may change, as "slurm.walltime" paths. */
   editable: string[];
 }
@@ -152,8 +186,8 @@ export interface ILocalRequest {
   lifetime: Lifetime;
 }
 
-/** Any launch body: local nodes on this machine or SLURM jobs. */
-export type ILaunchRequest = ILocalRequest | ISlurmRequest;
+/** Any launch body: local nodes on this machine or a batch scheduler's jobs. */
+export type ILaunchRequest = ILocalRequest | ISlurmRequest | IBatchRequest;
 
 export interface IConnectRequest {
   kind: 'connect';

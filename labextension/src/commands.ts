@@ -102,7 +102,7 @@ export function addCommands({
   commands.addCommand(CommandIDs.launch, {
     label: 'Launch Cluster',
     caption:
-      'Start a Ray head and worker nodes on this machine or as SLURM jobs',
+      "Start a Ray head and worker nodes on this machine or as a batch scheduler's jobs",
     execute: async args => {
       const request = args as unknown as ILaunchRequest;
       if (!request?.kind) {
@@ -157,9 +157,8 @@ export function addCommands({
           c.kind === 'found'
             ? 'The EugoHPC Manager did not start this cluster: someone may be using it. Its processes on this machine stop.'
             : launched
-              ? c.kind === 'slurm'
-                ? 'Its SLURM jobs are cancelled (scancel); running tasks and objects are lost.'
-                : 'Every Ray process of this cluster stops; running tasks and objects in its store are lost.'
+              ? (c.facts?.stop_effect ??
+                'Every Ray process of this cluster stops; running tasks and objects in its store are lost.')
               : 'The cluster keeps running; this server and new kernels stop using it.',
         buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: verb })]
       });
@@ -179,7 +178,8 @@ export function addCommands({
 
   commands.addCommand(CommandIDs.addNode, {
     label: args => label(args, 'Add Node to'),
-    caption: 'Submit one more worker job; the node joins when SLURM starts it',
+    caption:
+      'Submit one more worker job; the node joins when the scheduler starts it',
     isEnabled: args =>
       cluster(args)?.status === 'running' && !store.isBusy(idOf(args)),
     execute: async args => {
@@ -195,8 +195,7 @@ export function addCommands({
 
   commands.addCommand(CommandIDs.removeNode, {
     label: args => `Remove Node ${String(args?.node ?? '')}`,
-    caption:
-      'Cancel this worker job (scancel); its Ray node leaves the cluster',
+    caption: 'Cancel this worker job; its Ray node leaves the cluster',
     isEnabled: args => !!cluster(args) && !store.isBusy(idOf(args)),
     execute: async args => {
       const id = idOf(args);

@@ -14,31 +14,31 @@ import eugo_jupyter as eugo
 from eugo_jupyter._rayprobe import auth_mismatch, gcs_wants_token
 from eugo_jupyter._tempdirs import expected_dir, make_private
 from eugo_jupyter.exceptions import ClusterError
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 
 
 @pytest.fixture(scope="module")
 def open_cluster() -> Iterator[str]:
     """A head started with RAY_AUTH_MODE=disabled, as some teams run theirs."""
     temp_dir = make_private(expected_dir(f"c-a{secrets.token_hex(4)}"))
-    ip = launcher.node_ip()
-    args, port, _ = launcher.head_arguments(launcher.NodeSpec(num_cpus=1), ip, temp_dir)
-    env = {**launcher._environment(), "RAY_AUTH_MODE": "disabled"}
+    ip = ray_start.node_ip()
+    args, port, _ = ray_start.head_arguments(ray_start.NodeSpec(num_cpus=1), ip, temp_dir)
+    env = {**ray_start.environment(), "RAY_AUTH_MODE": "disabled"}
     for _ in range(2):  # a busy machine can make the raylet miss ray start's 30 s window
         done = subprocess.run(
-            [launcher.ray_executable(), "start", *args],
+            [ray_start.ray_executable(), "start", *args],
             env=env, capture_output=True, text=True, start_new_session=True, timeout=300,
         )  # fmt: skip
         if done.returncode == 0:
             break
-        launcher.stop([], temp_dir)
+        processes.stop([], temp_dir)
         make_private(temp_dir)
     try:
         assert done.returncode == 0, done.stdout[-2000:]
         yield f"{ip}:{port}"
     finally:
         # Its processes all name the temp dir in their command lines: that finds every one.
-        assert launcher.stop([], temp_dir) == []
+        assert processes.stop([], temp_dir) == []
 
 
 def test_the_probe_sees_authentication_off(open_cluster: str) -> None:
@@ -70,8 +70,8 @@ def test_a_kernel_without_token_matches(open_cluster: str, monkeypatch: pytest.M
 def test_a_kernel_without_token_is_told_the_cluster_wants_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    started = launcher.launch(
-        launcher.NodeSpec(num_cpus=1), [], expected_dir(f"c-a{secrets.token_hex(4)}")
+    started = local.launch(
+        ray_start.NodeSpec(num_cpus=1), [], expected_dir(f"c-a{secrets.token_hex(4)}")
     )
     try:
         monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -81,4 +81,4 @@ def test_a_kernel_without_token_is_told_the_cluster_wants_one(
         monkeypatch.setenv("RAY_AUTH_MODE", "token")
         assert auth_mismatch(started.gcs_address) is None
     finally:
-        assert launcher.stop(started.pgids, started.temp_dir) == []
+        assert processes.stop(started.pgids, started.temp_dir) == []

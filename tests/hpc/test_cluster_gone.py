@@ -24,7 +24,7 @@ import pytest
 
 from eugo_jupyter import records
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 
 DEADLINE = 300.0
 
@@ -82,12 +82,12 @@ print("ALIVE", flush=True)
 
 
 @pytest.fixture
-def cluster() -> Iterator[launcher.Launched]:
-    started = launcher.launch(
-        launcher.NodeSpec(num_cpus=1), [], expected_dir(f"c-g{secrets.token_hex(4)}")
+def cluster() -> Iterator[local.Launched]:
+    started = local.launch(
+        ray_start.NodeSpec(num_cpus=1), [], expected_dir(f"c-g{secrets.token_hex(4)}")
     )
     yield started
-    launcher.stop(started.pgids, started.temp_dir)
+    processes.stop(started.pgids, started.temp_dir)
 
 
 def _kernel(
@@ -152,7 +152,7 @@ def _kill(kernel: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
 def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
-    cluster: launcher.Launched, tmp_path: Path, waits_in: str
+    cluster: local.Launched, tmp_path: Path, waits_in: str
 ) -> None:
     """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
     marker = tmp_path / "running"
@@ -160,7 +160,7 @@ def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
         _wait_for(marker)
-        for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
+        for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
             with contextlib.suppress(ProcessLookupError):  # a worker may end meanwhile
                 os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
         error = _line(kernel, "ERROR")
@@ -174,7 +174,7 @@ def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
 
 
 def test_cluster_shut_down_in_the_manager_says_so(
-    cluster: launcher.Launched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: local.Launched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kernel follows the active cluster; the manager shuts it down (record removed, then
     its processes stopped, as ``DELETE /eugo/clusters/{id}`` does)."""
@@ -189,7 +189,7 @@ def test_cluster_shut_down_in_the_manager_says_so(
         assert _line(kernel, "CONNECTED") == "CONNECTED active cluster 'team'"
         _wait_for(marker)
         records.delete_record(cluster_id)
-        assert launcher.stop(cluster.pgids, cluster.temp_dir) == []
+        assert processes.stop(cluster.pgids, cluster.temp_dir) == []
         error = _line(kernel, "ERROR")
         assert f"The cluster at {cluster.gcs_address} is gone: it was shut down" in error
         assert "the EugoHPC Manager no longer lists it" in error

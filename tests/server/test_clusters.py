@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
@@ -60,7 +60,7 @@ def _stop_leftover_cluster() -> Any:
     yield
     record = _shared.get("record")
     if record and _shared.get("stopped") is not True:
-        assert launcher.stop(record["pgids"], record["temp_dir"]) == []
+        assert processes.stop(record["pgids"], record["temp_dir"]) == []
 
 
 async def test_launch_shows_both_nodes_and_their_resources(jp_fetch: Any) -> None:
@@ -225,7 +225,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     model = await _two_nodes(jp_fetch)
     record = _shared["record"]
     assert len(record["pgids"]) == 2  # one process group per node
-    assert all(launcher.group_members(g) for g in record["pgids"])
+    assert all(processes.group_members(g) for g in record["pgids"])
     # A live actor: Ray runs it in a process group of its own, which shutdown must find too.
     client = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
         [sys.executable, "-c", HOLDER, model["address"]],
@@ -246,12 +246,8 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
     finally:
         client.kill()
         client.wait()
-    assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
-    leftovers = [
-        p.name
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit() and record["temp_dir"] in _cmdline(p)
-    ]
+    assert [pid for g in record["pgids"] for pid in processes.group_members(g)] == []
+    leftovers = [pid for pid in processes.pids() if record["temp_dir"] in processes.cmdline(pid)]
     assert leftovers == []
     assert not Path(record["temp_dir"]).exists()
     assert await fetch_json(jp_fetch, "eugo", "clusters") == []
@@ -261,15 +257,6 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    from eugo_jupyter.server.backends.processes import start_time
 
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+    return start_time(pid) is not None  # a zombie counts as gone

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from eugo_jupyter import _raytoken
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 from eugo_jupyter.server.client import ManagerClient
 from tests.fixtures.jupyter import jupyter_server
 
@@ -37,7 +37,7 @@ def runtime(tmp_path: Path) -> Iterator[Path]:
     for path in (tmp_path / "eugo" / "clusters").glob("*.json"):
         record = json.loads(path.read_text())
         if record.get("temp_dir"):
-            launcher.stop(record.get("pgids", []), record["temp_dir"])
+            processes.stop(record.get("pgids", []), record["temp_dir"])
 
 
 def _ours(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -50,7 +50,7 @@ def _record(runtime: Path, cluster_id: str) -> dict[str, Any]:
 
 
 def _ray_processes(record: dict[str, Any]) -> set[tuple[int, int]]:
-    return launcher.cluster_processes(record["pgids"], record["temp_dir"])
+    return processes.cluster_processes(record["pgids"], record["temp_dir"])
 
 
 def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persistent_ones(
@@ -94,7 +94,7 @@ def test_a_forgotten_dead_clusters_folder_is_removed(runtime: Path) -> None:
     the temp folder we made for it (Ray's logs and sockets), not just its record."""
     temp_dir = f"/tmp/eugo-c-{secrets.token_hex(4)}"
     cluster_id = temp_dir.rsplit("eugo-", 1)[1]
-    started = launcher.launch(launcher.NodeSpec(num_cpus=1), [], temp_dir)
+    started = local.launch(ray_start.NodeSpec(num_cpus=1), [], temp_dir)
     records_dir = runtime / "eugo" / "clusters"
     records_dir.mkdir(parents=True)
     (records_dir / f"{cluster_id}.json").write_text(
@@ -108,10 +108,10 @@ def test_a_forgotten_dead_clusters_folder_is_removed(runtime: Path) -> None:
         )
     )  # fmt: skip
     # Killed hard, as by the OOM killer: no chance to clean its folder.
-    for pid, _ in launcher.cluster_processes(started.pgids, temp_dir):
+    for pid, _ in processes.cluster_processes(started.pgids, temp_dir):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + DEADLINE
-    while launcher.cluster_processes(started.pgids, temp_dir):
+    while processes.cluster_processes(started.pgids, temp_dir):
         assert time.monotonic() < deadline
         time.sleep(0.3)
     assert Path(temp_dir).exists()

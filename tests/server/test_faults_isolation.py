@@ -16,27 +16,28 @@ from pathlib import Path
 
 import pytest
 
+from eugo_jupyter import _tempdirs as tempdirs
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 
 DEADLINE = 240.0
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[launcher.Launched]:
+def cluster() -> Iterator[local.Launched]:
     """A head started the way the manager starts every node (same flags and environment); it
     runs all three exporters: its own node's, the dashboard's and the autoscaler monitor's."""
     temp_dir = expected_dir(f"c-t{secrets.token_hex(4)}")
-    started = launcher.launch(launcher.NodeSpec(num_cpus=1), [], temp_dir)
+    started = local.launch(ray_start.NodeSpec(num_cpus=1), [], temp_dir)
     yield started
-    assert launcher.stop(started.pgids, started.temp_dir) == []
+    assert processes.stop(started.pgids, started.temp_dir) == []
 
 
-def _logs(started: launcher.Launched) -> Path:
-    return Path(launcher.ray_temp_dir(started.temp_dir), "session_latest", "logs")
+def _logs(started: local.Launched) -> Path:
+    return Path(tempdirs.ray_temp_dir(started.temp_dir), "session_latest", "logs")
 
 
-def _wait_for_exporter_attempts(started: launcher.Launched) -> None:
+def _wait_for_exporter_attempts(started: local.Launched) -> None:
     """The dashboard and the autoscaler monitor open their exporters a while after start: wait
     until both logged their attempt, so the port listing below sees the settled state."""
     wanted = {
@@ -79,13 +80,13 @@ def _answers_without_token(host: str, port: int) -> str | None:
     return None
 
 
-def test_no_unauthenticated_port_outside_loopback(cluster: launcher.Launched) -> None:
+def test_no_unauthenticated_port_outside_loopback(cluster: local.Launched) -> None:
     _wait_for_exporter_attempts(cluster)
-    pids = {pid for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir)}
+    pids = {pid for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir)}
     listeners = _listeners(pids)
     outside = [(h, p, who) for h, p, who in listeners if not h.startswith(("127.", "::ffff:127."))]
     assert outside, "expected Ray's gRPC ports to listen for other nodes"
-    ip = launcher.node_ip()
+    ip = ray_start.node_ip()
     open_ports = []
     for host, port, who in outside:
         answer = _answers_without_token(ip, port)
@@ -102,19 +103,19 @@ def test_no_unauthenticated_port_outside_loopback(cluster: launcher.Launched) ->
 
 
 def test_rays_folders_sit_inside_a_folder_only_this_account_can_enter(
-    cluster: launcher.Launched,
+    cluster: local.Launched,
 ) -> None:
     outer = os.lstat(cluster.temp_dir)
     assert stat.S_ISDIR(outer.st_mode) and outer.st_uid == os.geteuid()
     assert stat.S_IMODE(outer.st_mode) == 0o700
     # Ray makes its own folders 0777; what matters is that every one is below the 0700 folder.
-    ray_dir = Path(launcher.ray_temp_dir(cluster.temp_dir))
+    ray_dir = Path(tempdirs.ray_temp_dir(cluster.temp_dir))
     assert stat.S_IMODE(ray_dir.stat().st_mode) == 0o777  # Ray's choice, kept out of reach
     sockets = list(ray_dir.glob("session_*/sockets/*"))
     assert sockets, "expected Ray's unix sockets under the cluster's folder"
     # Every session, log or socket path a process of the cluster was given lies below it.
     paths = []
-    for pid, _ in launcher.cluster_processes(cluster.pgids, cluster.temp_dir):
+    for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
         command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         for token in command.replace("\0", " ").replace("=", " ").split():
             if token.startswith("/") and "/session_" in token:

@@ -21,7 +21,7 @@ from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter._tempdirs import expected_dir
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import local, processes, ray_start
 
 
 class _Trap(http.server.BaseHTTPRequestHandler):
@@ -49,12 +49,12 @@ def trap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[launcher.Launched]:
-    started = launcher.launch(
-        launcher.NodeSpec(num_cpus=1), [], expected_dir(f"c-p{secrets.token_hex(4)}")
+def cluster() -> Iterator[local.Launched]:
+    started = local.launch(
+        ray_start.NodeSpec(num_cpus=1), [], expected_dir(f"c-p{secrets.token_hex(4)}")
     )
     yield started
-    assert launcher.stop(started.pgids, started.temp_dir) == []
+    assert processes.stop(started.pgids, started.temp_dir) == []
 
 
 def _publish(gcs_address: str, dashboard: str) -> None:
@@ -73,7 +73,7 @@ async def _connect(jp_fetch: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_published_dashboard_on_another_host_gets_no_request(
-    jp_fetch: Any, cluster: launcher.Launched, trap: str
+    jp_fetch: Any, cluster: local.Launched, trap: str
 ) -> None:
     _Trap.seen.clear()
     _publish(cluster.gcs_address, trap)
@@ -90,7 +90,7 @@ async def test_a_published_dashboard_on_another_host_gets_no_request(
 
 
 async def test_only_a_dashboard_on_the_heads_host_is_proxied(
-    jp_fetch: Any, cluster: launcher.Launched, trap: str
+    jp_fetch: Any, cluster: local.Launched, trap: str
 ) -> None:
     real = cluster.dashboard_url.removeprefix("http://")
     _publish(cluster.gcs_address, real)  # what Ray itself published

@@ -22,7 +22,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server import discovery
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes, ray_start
 from tests.fixtures.jupyter import fetch_json, poll_json
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
@@ -30,16 +30,16 @@ DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, ne
 
 def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
     """A head started by hand; returns the `ray start` process (its group) and the GCS address."""
-    port = launcher.free_port()
+    port = ray_start.free_port()
     args = [
-        launcher.ray_executable(),
+        ray_start.ray_executable(),
         "start",
         "--head",
         f"--port={port}",
         "--num-cpus=1",
         "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={launcher.free_port()}",
-        f"--ray-client-server-port={launcher.free_port()}",
+        f"--dashboard-port={ray_start.free_port()}",
+        f"--ray-client-server-port={ray_start.free_port()}",
         "--disable-usage-stats",
     ]
     if temp_dir:
@@ -61,7 +61,7 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # what the failed start left
         assert attempt == 1, output[-2000:]
-    return proc, f"{launcher.node_ip()}:{port}"
+    return proc, f"{ray_start.node_ip()}:{port}"
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ async def test_delete_with_confirmation_stops_exactly_that_head(
         "eugo", "clusters", model["id"], method="DELETE", params={"confirm": "true"}
     )
     assert response.code == 204
-    assert launcher.group_members(heads["groups"][0]) == []
+    assert processes.group_members(heads["groups"][0]) == []
     assert not any(h.address == heads["custom"] for h in discovery.scan())
     assert any(h.address == heads["default"] for h in discovery.scan())  # the other one lives
     await _found(jp_fetch, heads["custom"], present=False)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.expiry import Expiry, check_interval
 from tests.fixtures.jupyter import fetch_json, poll_model
 
@@ -80,7 +80,7 @@ def _connect(driver: subprocess.Popen[str], address: str) -> None:
 async def _remove(jp_fetch: Any, model: dict[str, Any]) -> None:
     record = _record(model["id"])
     await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert launcher.owned_groups(record["pgids"], record["temp_dir"]) == []
+    assert processes.owned_groups(record["pgids"], record["temp_dir"]) == []
 
 
 async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) -> None:
@@ -101,7 +101,7 @@ async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) 
         "Stopped after 4 s without tasks or connected kernels (idle timeout)."
     )
     assert stopped["nodes"] == []
-    assert launcher.owned_groups(record["pgids"], record["temp_dir"]) == []
+    assert processes.owned_groups(record["pgids"], record["temp_dir"]) == []
     assert _record(model["id"])["stop_reason"] == stopped["expiry"]["reason"]
     listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [m["status"] for m in listed if m["id"] == model["id"]] == ["stopped"]

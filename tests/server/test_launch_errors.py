@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.exceptions import LaunchError
+from eugo_jupyter.server.backends import processes, ray_start
 
 
 async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(
@@ -47,22 +48,13 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         temp_dir = f"/tmp/eugo-t-{port}"
-        with pytest.raises(launcher.LaunchError) as info:
-            launcher._run_ray_start(
+        with pytest.raises(LaunchError) as info:
+            ray_start.run_ray_start(
                 ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                  f"--temp-dir={temp_dir}"],
                 timeout=240,
             )  # fmt: skip
     assert "already in use" in str(info.value) or str(port) in str(info.value)
-    leftovers = [
-        p.name for p in Path("/proc").iterdir() if p.name.isdigit() and temp_dir in _cmdline(p)
-    ]
+    leftovers = [pid for pid in processes.pids() if temp_dir in processes.cmdline(pid)]
     assert leftovers == []
     shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

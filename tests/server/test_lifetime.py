@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eugo_jupyter import records
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import jupyter_server
 
 DEADLINE = 240.0
@@ -34,12 +34,12 @@ async def test_server_lifetime_cluster_stops_with_the_server(
         await asyncio.sleep(0.5)
     assert model["lifetime"] == "server" and len(model["nodes"]) == 1
     record = records.read_record(cluster_id)
-    assert record is not None and all(launcher.group_members(g) for g in record["pgids"])
+    assert record is not None and all(processes.group_members(g) for g in record["pgids"])
 
     # What the Jupyter server does when it shuts down.
     await jp_serverapp.extension_manager.stop_all_extensions()
 
-    assert [pid for g in record["pgids"] for pid in launcher.group_members(g)] == []
+    assert [pid for g in record["pgids"] for pid in processes.group_members(g)] == []
     assert records.read_record(cluster_id) is None
     assert not Path(record["temp_dir"]).exists()
 
@@ -82,14 +82,14 @@ def test_a_real_jupyter_server_stopped_by_sigterm_stops_its_cluster(tmp_path: Pa
             model = client.wait_until_running(model["id"], timeout=DEADLINE)
             path = tmp_path / "eugo" / "clusters" / f"{model['id']}.json"
             record = json.loads(path.read_text())
-            assert launcher.cluster_processes(record["pgids"], record["temp_dir"])
+            assert processes.cluster_processes(record["pgids"], record["temp_dir"])
 
             server.send_signal(signal.SIGTERM)
             assert server.wait(timeout=DEADLINE) == 0
 
-        assert launcher.cluster_processes(record["pgids"], record["temp_dir"]) == set()
+        assert processes.cluster_processes(record["pgids"], record["temp_dir"]) == set()
         assert not path.exists()
         assert not Path(record["temp_dir"]).exists()
     finally:
         if record:
-            launcher.stop(record["pgids"], record["temp_dir"])
+            processes.stop(record["pgids"], record["temp_dir"])

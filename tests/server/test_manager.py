@@ -12,7 +12,7 @@ import pytest
 
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError, OptionsError
-from eugo_jupyter.server.backends import local as launcher
+from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.manager import ClusterManager
 
 PROFILE = {
@@ -54,7 +54,7 @@ def test_a_local_cluster_launches_runs_and_stops_with_nothing_left(
             await manager.add_node(model["id"])
 
         assert await manager.delete(model["id"]) is True
-        assert launcher.cluster_processes(record["pgids"], record["temp_dir"]) == set()
+        assert processes.cluster_processes(record["pgids"], record["temp_dir"]) == set()
         assert records.read_record(model["id"]) is None
         assert records.active_record() is None
         assert await manager.list_clusters() == []

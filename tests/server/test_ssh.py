@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import local
+from eugo_jupyter.server.backends import ray_start
 from tests.fixtures.jupyter import fetch_json, poll_model
 from tests.testbed import Host, TestBed, available
 
@@ -98,7 +98,7 @@ async def test_preview_names_each_hosts_command(jp_fetch: Any, bed: TestBed) -> 
     )  # fmt: skip
     assert plan["kind"] == "ssh"
     head, first, second = plan["commands"]
-    assert head[:2] == [local.ray_executable(), "start"] and "--head" in head
+    assert head[:2] == [ray_start.ray_executable(), "start"] and "--head" in head
     for command, host in ((first, bed.hosts[0]), (second, bed.hosts[1])):
         assert command[0] == "ssh" and f"root@{host.address}" in command
         assert f"--node-ip-address={host.address}" in command[-1]
@@ -209,14 +209,14 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
     try:
         assert [h["status"] for h in model["ssh"]["hosts"]] == ["joined", "joined"], model["ssh"]
         addresses = sorted(n["address"] for n in model["nodes"] if n["alive"])
-        assert addresses == sorted([local.node_ip(), h1.address, h2.address])
+        assert addresses == sorted([ray_start.node_ip(), h1.address, h2.address])
 
         loop = asyncio.get_running_loop()
         seen = await _where(model["address"])
         # Each task ran in its node's host: the only addresses it sees are that host's.
         assert seen[h1.address] == ["127.0.0.1", h1.address]
         assert seen[h2.address] == ["127.0.0.1", h2.address]
-        assert local.node_ip() in seen[local.node_ip()]
+        assert ray_start.node_ip() in seen[ray_start.node_ip()]
 
         driver = _run_driver(SURVIVE, model["address"], h2.address)
         try:
@@ -275,7 +275,7 @@ async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_res
             f"{refuses.address}: refused the key {bed.key} for root. Add its public key"
         )
         alive = sorted(n["address"] for n in model["nodes"] if n["alive"])
-        assert alive == sorted([local.node_ip(), h1.address])
+        assert alive == sorted([ray_start.node_ip(), h1.address])
     finally:
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server.backends import local
+from eugo_jupyter.server.backends import ray_start
 from tests.server.test_ssh import _left_on_hosts
 from tests.testbed import TestBed, available
 from tests.ui.conftest import Lab
@@ -71,7 +71,7 @@ def test_launch_on_ssh_hosts_shows_each_host_and_its_node_then_shuts_down(
     assert rows.count() == 3
     titles = [rows.nth(i).get_attribute("title") or "" for i in range(3)]
     assert sorted(t.rsplit(" at ", 1)[-1] for t in titles) == sorted(
-        [local.node_ip(), h1.address, h2.address]
+        [ray_start.node_ip(), h1.address, h2.address]
     )
     panel.screenshot(path=str(artifacts / "panel-ssh-running.png"))
     _, (model,) = lab.api("GET", "eugo/clusters")

@@ -14,11 +14,16 @@ JSON-ready dict the manager writes to disk), under keys it owns. Every method bu
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
-__all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec"]
+from traitlets.config import Configurable
+from traitlets.traitlets import MetaHasTraits
+
+__all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec", "registered"]
+
+_REGISTRY: dict[str, type[Backend]] = {}
 
 
 class PlanModel(TypedDict):
@@ -76,10 +81,43 @@ class Observed:
     detail: dict[str, Any] | None = None  # the model's key named after the kind
 
 
-class Backend(ABC):
-    """One kind of cluster. Subclasses set ``kind`` and implement the five steps."""
+class _BackendMeta(MetaHasTraits, ABCMeta):
+    """Configurable traits and abstract methods on one class."""
+
+
+def registered() -> dict[str, type[Backend]]:
+    """Every backend class that set a ``kind``, by kind, in the order they were defined."""
+    return dict(_REGISTRY)
+
+
+class Backend(Configurable, metaclass=_BackendMeta):
+    """One kind of cluster. Subclasses set ``kind`` and implement the five steps.
+
+    A subclass that sets ``kind`` registers itself (:func:`registered`): the manager and the
+    watchdog take their backends from there, never from a list of their own. Each is a traitlets
+    ``Configurable`` made with the server extension as its parent, so what it lets a site
+    configure is a trait of its own (``c.SlurmBackend.shared_dir``).
+    """
 
     kind: ClassVar[str]
+    #: The panel's name of the kind, and what its form is called ("SLURM", "Grid Engine").
+    label: ClassVar[str] = ""
+    #: What one node of the cluster is, for the card ("job": a scheduler's job; "node").
+    node_label: ClassVar[str] = "node"
+    #: What stopping does, the sentence of the panel's confirmation.
+    stop_effect: ClassVar[str] = (
+        "Every Ray process of this cluster stops; running tasks and objects in its store are lost."
+    )
+    #: The launch form's fields (the keys of the body's part named after the kind), for the panel.
+    form_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        # ``register=False``: a backend made for one purpose (a test's fake) stays out of the
+        # server's set.
+        super().__init_subclass__(**kwargs)
+        if register and "kind" in cls.__dict__:
+            _REGISTRY[cls.kind] = cls
+
     #: False for clusters the manager did not start (``connect``): nothing to stop.
     owns_processes: ClassVar[bool] = True
     #: Whether :meth:`add_node` / :meth:`remove_node` are offered.
@@ -113,6 +151,22 @@ class Backend(ABC):
         """A record a previous server left: "running"/"starting" to keep it, None to forget it
         (after stopping whatever half of it is left)."""
         return "running"
+
+    def facts(self) -> dict[str, Any]:
+        """What the model carries about this kind, so no reader tests kinds by name."""
+        return {
+            "label": self.label or self.kind,
+            "node_label": self.node_label,
+            "stop_effect": self.stop_effect,
+            "scalable": self.scalable,
+            "fields": list(self.form_fields),
+        }
+
+    def release(self, record: dict[str, Any]) -> None:
+        """The cluster ended by itself (:attr:`Observed.ended`): let go of what is left of it
+        (a scheduler's worker jobs, which serve nothing without their head). The manager calls
+        it once, where it acts on the end; :meth:`state` only reads. Blocks."""
+        return None
 
     def add_node(self, record: dict[str, Any]) -> dict[str, Any]:
         """Add one worker node; returns the keys to update in the record."""

@@ -40,6 +40,8 @@ class ConnectBackend(Backend):
     """``kind: "connect"``: the spec is the head's address; stopping only detaches."""
 
     kind = "connect"
+    label = "connected"
+    stop_effect = "The cluster keeps running; this server and new kernels stop using it."
     owns_processes = False
     starts_quickly = True
 

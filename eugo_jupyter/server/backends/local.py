@@ -15,58 +15,28 @@ those processes are found and stopped is :mod:`.processes`.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 from ..._raytoken import secure_token_file
-from ..._tempdirs import make_private, ray_temp_dir
-from ...exceptions import ClusterError, LaunchError, OptionsError  # noqa: F401  (LaunchError re-exported)
+from ..._tempdirs import make_private
+from ...exceptions import LaunchError, OptionsError
 from .. import requests
-from ..exporters import closed_exporters
 from .base import Backend, Observed, Plan, Spec
+from .processes import owned_groups, stop
+from .ray_start import (
+    NodeSpec,
+    describe,
+    head_arguments,
+    node_arguments,
+    node_ip,
+    ray_executable,
+    run_ray_start,
+)
 
-# The "x as x" imports: names the tests and benchmarks import from here, where they used to live.
-from .processes import _cmdline as _cmdline
-from .processes import _kill_groups, owned_groups, stop
-from .processes import _processes as _processes
-from .processes import cluster_processes as cluster_processes
-from .processes import group_members as group_members
-
-__all__ = [
-    "LaunchError",
-    "LocalBackend",
-    "Launched",
-    "NodeSpec",
-    "group_members",
-    "launch",
-    "ray_executable",
-    "stop",
-]
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """What one node offers to the scheduler (declared resources; GPUs need not exist)."""
-
-    num_cpus: int = 1
-    num_gpus: int = 0
-    memory: int | None = None
-    object_store_memory: int | None = None
-
-    def to_model(self) -> dict[str, int | None]:
-        return {
-            "num_cpus": self.num_cpus,
-            "num_gpus": self.num_gpus,
-            "memory": self.memory,
-            "object_store_memory": self.object_store_memory,
-        }
+__all__ = ["LocalBackend", "Launched", "launch", "parse_node"]
 
 
 @dataclass
@@ -79,127 +49,14 @@ class Launched:
     pgids: list[int] = field(default_factory=list)
 
 
-def ray_executable() -> str:
-    """The ``ray`` command of the Python running this server (its venv first)."""
-    beside = Path(sys.executable).with_name("ray")
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("ray")
-    if not found:
-        raise LaunchError(
-            "The `ray` command was not found. Install Ray into the server's environment: "
-            "pip install 'ray[default]'."
-        )
-    return found
-
-
-def free_port() -> int:
-    """A TCP port free on this machine right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def node_ip() -> str:
-    """The address Ray registers nodes under (Ray refuses 127.0.0.1 for a node it starts)."""
-    import ray.util
-
-    return str(ray.util.get_node_ip_address())
-
-
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    # A head started by `ray start` turns token auth on by itself, but a worker node only sends
-    # the token when told to: say so for every node, so the cluster keeps auth on end to end.
-    env["RAY_AUTH_MODE"] = "token"
-    env.pop("RAY_ADDRESS", None)
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env.update(closed_exporters())
-    return env
-
-
-def _node_args(spec: NodeSpec, ip: str, temp_dir: str) -> list[str]:
-    args = [
-        f"--node-ip-address={ip}",
-        f"--num-cpus={spec.num_cpus}",
-        f"--num-gpus={spec.num_gpus}",
-        f"--temp-dir={ray_temp_dir(temp_dir)}",
-        f"--node-manager-port={free_port()}",
-        f"--object-manager-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
-        "--disable-usage-stats",
-        "--log-style=record",
-        "--log-color=false",
-    ]
-    if spec.memory is not None:
-        args.append(f"--memory={spec.memory}")
-    if spec.object_store_memory is not None:
-        args.append(f"--object-store-memory={spec.object_store_memory}")
-    return args
-
-
-def _why(output: str) -> str:
-    """The most telling line of a failed ``ray start``."""
-    lines = [line.strip() for line in output.splitlines() if line.strip() and " INFO " not in line]
-    for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
-        for line in reversed(lines):
-            if needle in line:
-                return line[:500]
-    return lines[-1][:500] if lines else "no output"
-
-
-def _run_ray_start(args: list[str], timeout: float) -> int:
-    """Run one ``ray start`` in a new session; returns its process group id (== its pid)."""
-    proc = subprocess.Popen(
-        [ray_executable(), "start", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=_environment(),
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_groups([proc.pid])
-        proc.communicate()
-        raise LaunchError(
-            f"`ray start` did not finish within {timeout:g} s; the machine may be overloaded. "
-            "Try again, or launch fewer nodes."
-        ) from None
-    if proc.returncode != 0:
-        _kill_groups([proc.pid])
-        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {_why(output)}")
-    return proc.pid
-
-
-def head_arguments(spec: NodeSpec, ip: str, temp_dir: str) -> tuple[list[str], int, int]:
-    """``ray start`` arguments of a head node, with its GCS and dashboard ports."""
-    gcs_port, dashboard_port = free_port(), free_port()
-    args = [
-        "--head",
-        f"--port={gcs_port}",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard_port}",
-        "--include-dashboard=true",
-        f"--ray-client-server-port={free_port()}",
-        *_node_args(spec, ip, temp_dir),
-    ]
-    return args, gcs_port, dashboard_port
-
-
 def _start_worker(
     spec: NodeSpec, address: str, ip: str, temp_dir: str, timeout: float, index: int
 ) -> int:
     """Start one worker node, trying twice: a busy GCS can miss a raylet's first registration."""
     for attempt in (1, 2):
         try:
-            return _run_ray_start(
-                [f"--address={address}", *_node_args(spec, ip, temp_dir)], timeout
+            return run_ray_start(
+                [f"--address={address}", *node_arguments(spec, ip, temp_dir)], timeout
             )
         except LaunchError as exc:
             if attempt == 2:
@@ -222,7 +79,7 @@ def launch(
     for attempt in (1, 2):
         head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
         try:
-            pgids = [_run_ray_start(head_args, timeout)]
+            pgids = [run_ray_start(head_args, timeout)]
             break
         except LaunchError as exc:
             # Ports are picked free, but another program can take one before Ray binds it; and
@@ -295,17 +152,11 @@ def parse_node(value: object, where: str, most: int | None = None) -> NodeSpec:
     )
 
 
-def _describe(spec: NodeSpec) -> str:
-    parts = [f"{spec.num_cpus} CPU{'s' if spec.num_cpus != 1 else ''}"]
-    if spec.num_gpus:
-        parts.append(f"{spec.num_gpus} GPU{'s' if spec.num_gpus != 1 else ''}")
-    return " and ".join(parts)
-
-
 class LocalBackend(Backend):
     """``kind: "local"``: a head and worker nodes on this machine (the code above)."""
 
     kind = "local"
+    label = "local"
 
     def validate(self, body: dict[str, object]) -> Spec:
         requests.keys(body, ("kind", "name", "head", "workers", "lifetime"), "a local launch")
@@ -334,9 +185,9 @@ class LocalBackend(Backend):
 
     def plan(self, spec: Spec) -> Plan:
         fields: LocalSpec = spec.fields
-        summary = f"A head with {_describe(fields.head)}"
+        summary = f"A head with {describe(fields.head)}"
         if fields.workers:
-            summary += " and " + ", ".join(f"a worker with {_describe(w)}" for w in fields.workers)
+            summary += " and " + ", ".join(f"a worker with {describe(w)}" for w in fields.workers)
         commands = [[ray_executable(), "start", "--head", "..."]]
         commands += [[ray_executable(), "start", "--address=HEAD", "..."] for _ in fields.workers]
         return Plan(summary=summary + " on this machine.", commands=commands)

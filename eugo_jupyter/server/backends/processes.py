@@ -1,10 +1,13 @@
 """The processes of a cluster on this machine: finding exactly them, and stopping exactly them.
 
-Blocking functions, reading ``/proc``. A cluster's processes are its nodes' process groups (each
-``ray start`` runs in a session of its own), their descendants, and the orphans whose command
-line names the cluster's temp folder; a process is matched by (pid, start time), so a reused pid
-or process group id is never signalled. Used by the local and ssh backends (their nodes on this
-machine) and by the found clusters' confirmed stop.
+Blocking functions, reading ``/proc``: this module is the one place that reads it
+(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`start_time`); other
+modules and the tests call these.
+A cluster's processes are its nodes' process groups (each ``ray start`` runs in a session of its
+own), their descendants, and the orphans whose command line names the cluster's temp folder; a
+process is matched by (pid, start time), so a reused pid or process group id is never
+signalled. Used by the local and ssh backends (their nodes on this machine), the batch
+schedulers' stop, and the found clusters' confirmed stop.
 
 >>> stop(launched.pgids, launched.temp_dir)                                  # doctest: +SKIP
 []
@@ -18,12 +21,15 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["cluster_processes", "group_members", "owned_groups", "stop"]
+__all__ = [
+    "arguments", "cluster_processes", "cmdline", "descendants", "group_members", "owned_groups",
+    "pids", "start_time", "stop", "table",
+]  # fmt: skip
 
 
-def _processes() -> dict[int, tuple[int, int, int]]:
+def table() -> dict[int, tuple[int, int, int]]:
     """Every live (not zombie) process: pid -> (parent pid, process group, start time)."""
-    table = {}
+    found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -34,21 +40,22 @@ def _processes() -> dict[int, tuple[int, int, int]]:
         # Fields after the parenthesised command: state, ppid, pgrp, ...; starttime is the 20th.
         rest = stat[stat.rfind(")") + 2 :].split()
         if len(rest) > 19 and rest[0] not in ("Z", "X"):
-            table[int(entry.name)] = (int(rest[1]), int(rest[2]), int(rest[19]))
-    return table
+            found[int(entry.name)] = (int(rest[1]), int(rest[2]), int(rest[19]))
+    return found
 
 
 def _alive(ours: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Those of ``ours`` (pid, start time) still running: a reused pid is not ours."""
-    return {(pid, start) for pid, (_, _, start) in _processes().items()} & ours
+    return {(pid, start) for pid, (_, _, start) in table().items()} & ours
 
 
 def group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes whose process group is ``pgid``."""
-    return [pid for pid, (_, group, _) in _processes().items() if group == pgid]
+    return [pid for pid, (_, group, _) in table().items() if group == pgid]
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
+    """Process ``pid``'s command line, arguments joined by spaces ("" once it is gone)."""
     try:
         return (
             Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -57,13 +64,43 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def arguments(pid: int, own: bool = True) -> list[str] | None:
+    """Process ``pid``'s argument list; None once it is gone, or (``own``) when it belongs to
+    another user."""
+    try:
+        if own and os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return None
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").split("\0")
+
+
+def pids() -> list[int]:
+    """Every process id on this machine now (zombies included)."""
+    return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
+
+
+def start_time(pid: int) -> int | None:
+    """Process ``pid``'s start time (clock ticks after boot); None once it is gone or a zombie.
+
+    A (pid, start time) pair names one process for good: a reused pid has another start time.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2 :].split()
+    return None if rest[0] in ("Z", "X") else int(rest[19])
+
+
 def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
     """The groups that still hold a process of this cluster (one whose command names temp_dir).
 
     A process group id can be reused once its processes are gone: a group with no process that
     mentions the cluster's temp dir is somebody else's and is never signalled.
     """
-    return [pgid for pgid in pgids if any(temp_dir in _cmdline(pid) for pid in group_members(pgid))]
+    return [pgid for pgid in pgids if any(temp_dir in cmdline(pid) for pid in group_members(pgid))]
 
 
 def cluster_processes(pgids: list[int], temp_dir: str) -> set[tuple[int, int]]:
@@ -74,17 +111,24 @@ def cluster_processes(pgids: list[int], temp_dir: str) -> set[tuple[int, int]]:
     raylet; those are found as descendants, or, once orphaned, by the cluster's temp dir in their
     command line (their raylet socket lives there).
     """
-    table = _processes()
+    procs = table()
     groups = set(owned_groups(pgids, temp_dir))
-    found = {pid for pid, (_, group, _) in table.items() if group in groups}
+    found = descendants({pid for pid, (_, group, _) in procs.items() if group in groups}, procs)
+    if temp_dir:
+        found |= {pid for pid in procs if pid not in found and temp_dir in cmdline(pid)}
+    return {(pid, procs[pid][2]) for pid in found}
+
+
+def descendants(pids: set[int], procs: dict[int, tuple[int, int, int]] | None = None) -> set[int]:
+    """``pids`` and every live process under them."""
+    procs = table() if procs is None else procs
+    found = set(pids)
     grew = True
     while grew:
-        children = {pid for pid, (parent, _, _) in table.items() if parent in found} - found
+        children = {pid for pid, (parent, _, _) in procs.items() if parent in found} - found
         found |= children
         grew = bool(children)
-    if temp_dir:
-        found |= {pid for pid in table if pid not in found and temp_dir in _cmdline(pid)}
-    return {(pid, table[pid][2]) for pid in found}
+    return found
 
 
 def _signal(ours: set[tuple[int, int]], sig: int) -> None:

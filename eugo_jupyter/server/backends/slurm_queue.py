@@ -7,11 +7,10 @@
 from __future__ import annotations
 
 import getpass
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 from ...exceptions import SlurmError
+from .batch import run_command
 from .slurm_script import walltime_seconds
 
 __all__ = ["ENDED", "IMPOSSIBLE", "JobState", "SlurmError", "reason_sentence", "slurm", "squeue"]
@@ -31,27 +30,7 @@ IMPOSSIBLE = {
 
 def slurm(args: list[str], timeout: float = 60.0) -> str:
     """Run one SLURM command (an argument list); SLURM's own message on failure."""
-    if shutil.which(args[0]) is None:
-        raise SlurmError(
-            f"SLURM's `{args[0]}` command is not on this server's PATH. Run JupyterLab on a "
-            "machine that can submit jobs (a login node of the cluster), or use kind 'local'."
-        )
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise SlurmError(
-            f"`{args[0]}` did not answer within {timeout:g} s; SLURM's controller may be busy."
-        ) from None
-    if done.returncode != 0:
-        message = " ".join(
-            line.removeprefix(f"{args[0]}: error: ").strip()
-            for line in done.stderr.splitlines()
-            if line.strip()
-        )
-        raise SlurmError(f"SLURM refused it ({args[0]}): {message or f'exit {done.returncode}'}")
-    return done.stdout
+    return run_command(args, "SLURM", timeout)
 
 
 @dataclass

@@ -51,9 +51,9 @@ from typing import Any
 
 from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
-from ...exceptions import OptionsError
+from ...exceptions import LaunchError, OptionsError
 from .. import requests
-from . import local, processes
+from . import local, processes, ray_start
 from .base import Backend, Observed, Plan, Spec
 from .ssh_hosts import (
     SshSpec,
@@ -82,6 +82,7 @@ class SshBackend(Backend):
     """``kind: "ssh"``: a head here (or on the first host) and a worker node per host."""
 
     kind = "ssh"
+    label = "SSH"
 
     def validate(self, body: dict[str, Any]) -> Spec:
         requests.keys(body, ("kind", "name", "lifetime", "ssh", "head"), "an ssh launch")
@@ -159,9 +160,11 @@ class SshBackend(Backend):
         commands: list[list[str]] = []
         workers = list(fields.hosts)
         if fields.head_on == "local":
-            head_ip = local.node_ip()
-            args, port, _ = local.head_arguments(fields.head, head_ip, f"/tmp/eugo-{cluster_id}")
-            commands.append([local.ray_executable(), "start", *args])
+            head_ip = ray_start.node_ip()
+            args, port, _ = ray_start.head_arguments(
+                fields.head, head_ip, f"/tmp/eugo-{cluster_id}"
+            )
+            commands.append([ray_start.ray_executable(), "start", *args])
             where = "this machine"
         else:
             head_ip, port = _ip_of(fields.hosts[0]), 6379
@@ -183,7 +186,7 @@ class SshBackend(Backend):
             script_args = [fields.ray_path, "TOKEN", folder, *args]
             commands.append(ssh_command(fields, host, "<start script>", script_args))
         summary = (
-            f"A head with {local._describe(fields.head)} on {where}, then a worker with "
+            f"A head with {ray_start.describe(fields.head)} on {where}, then a worker with "
             f"{fields.cpus_per_host} CPUs and {fields.gpus_per_host} GPUs on each of "
             f"{', '.join(workers) or 'no other host'}, over ssh as {fields.user}."
         )
@@ -197,18 +200,18 @@ class SshBackend(Backend):
         hosts = list(enumerate(fields.hosts))
         secure_token_file(create=True)  # read below to send to the hosts; 0600 before any use
         if fields.head_on == "local":
-            head_ip = local.node_ip()
+            head_ip = ray_start.node_ip()
             temp_dir = make_private(f"{tempfile.gettempdir()}/eugo-{cluster_id}")
-            args, port, dashboard_port = local.head_arguments(fields.head, head_ip, temp_dir)
+            args, port, dashboard_port = ray_start.head_arguments(fields.head, head_ip, temp_dir)
             for attempt in (1, 2):  # a busy machine can time a head's start out: once more
                 try:
-                    updates["pgids"] = [local._run_ray_start(args, timeout)]
+                    updates["pgids"] = [ray_start.run_ray_start(args, timeout)]
                     break
-                except local.LaunchError:
+                except LaunchError:
                     if attempt == 2:
                         shutil.rmtree(temp_dir, ignore_errors=True)
                         raise
-                    args, port, dashboard_port = local.head_arguments(
+                    args, port, dashboard_port = ray_start.head_arguments(
                         fields.head, head_ip, temp_dir
                     )
             updates["temp_dir"] = temp_dir
@@ -226,7 +229,7 @@ class SshBackend(Backend):
                 # A failed `ray start --head` leaves its GCS and dashboard running there, and the
                 # record never learns of this host: stop them now or nothing ever will.
                 stop_on(fields, cluster_id, first, head.temp_dir)
-                raise local.LaunchError(f"The head did not start on {head.reason}")
+                raise LaunchError(f"The head did not start on {head.reason}")
             results.append(head)
             updates["dashboard_url"] = f"http://{head_ip}:8265"
         address = f"{head_ip}:{port}"

@@ -6,7 +6,7 @@ list; the one string ssh hands the remote shell is a fixed script (:data:`_START
 travels on ssh's stdin. A host that fails gets one sentence naming it, what went wrong and the
 fix (:func:`why_host_failed`). :class:`SshSpec` is what a launch asked of its hosts.
 
->>> spec = SshSpec(("10.0.0.11",), "ana", None, 22, "ray", "local", 1, 0, local.NodeSpec())
+>>> spec = SshSpec(("10.0.0.11",), "ana", None, 22, "ray", "local", 1, 0, ray_start.NodeSpec())
 >>> ssh_command(spec, "10.0.0.11", "echo $1", ["hi"])[-3:]                   # doctest: +SKIP
 ['ana@10.0.0.11', '--', "sh -c 'echo $1' sh hi"]
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from ..._tempdirs import ray_temp_dir
 from ..exporters import closed_exporters
-from . import local
+from . import ray_start
 
 __all__ = ["SshSpec", "ssh_command", "stop_on", "why_host_failed"]
 
@@ -83,7 +83,7 @@ class SshSpec:
     head_on: str  # "local" | "first_host"
     cpus_per_host: int
     gpus_per_host: int
-    head: local.NodeSpec
+    head: ray_start.NodeSpec
 
     def to_model(self) -> dict[str, Any]:
         return {
@@ -112,7 +112,7 @@ class SshSpec:
             head_on=ssh["head_on"],
             cpus_per_host=int(ssh["cpus_per_host"]),
             gpus_per_host=int(ssh["gpus_per_host"]),
-            head=local.NodeSpec(**model["head"]),
+            head=ray_start.NodeSpec(**model["head"]),
         )
 
 
@@ -257,7 +257,7 @@ def why_host_failed(spec: SshSpec, host: str, code: int, output: str) -> str:
             f"{host}: cannot be reached over ssh as {who} on port {spec.port} ({detail[:200]}). "
             "Check the host name, that sshd runs there and that this machine can reach it."
         )
-    return f"{host}: `ray start` failed: {local._why(text)}"
+    return f"{host}: `ray start` failed: {ray_start.why(text)}"
 
 
 # ---------------------------------------------------------------- start and stop

@@ -5,7 +5,7 @@ import * as React from 'react';
 
 import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
-import { SlurmJobs } from './jobs';
+import { BatchJobs } from './jobs';
 import { FindingsSection } from './findings';
 import {
   formatBytes,
@@ -158,7 +158,7 @@ export function ClusterCard({
         </div>
       )}
       <WaitingBanner waiting={cluster.waiting} />
-      <SlurmJobs cluster={cluster} busy={busy} commands={commands} />
+      <BatchJobs cluster={cluster} busy={busy} commands={commands} />
       <ClusterExtras cluster={cluster} commands={commands} />
       {live && (
         <>

@@ -1,9 +1,10 @@
-// The SLURM side of a card: one row per job (head, workers) with SLURM's state, the reason a
-// pending job waits, its nodes and the time left; Remove on worker rows, Add node below.
+// A batch scheduler's side of a card (SLURM, Grid Engine...): one row per job (head, workers)
+// with the scheduler's state, the reason a pending job waits, its nodes and the time left;
+// Remove on worker rows, Add node below. Shown for any kind whose nodes are jobs.
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
-import { ICluster, ISlurmJob } from '../api';
+import { batchState, IBatchJob, ICluster } from '../api';
 import { CommandIDs } from '../commands';
 
 /** Seconds as the card shows them: "59 min", "1 h 05 min", "45 s". */
@@ -33,7 +34,7 @@ function JobRow({
   cluster,
   busy,
   commands
-}: IJobsProps & { job: ISlurmJob }) {
+}: IJobsProps & { job: IBatchJob }) {
   const removable = job.role === 'worker' && cluster.status === 'running';
   return (
     <tr data-job={job.id} data-state={job.state}>
@@ -67,24 +68,25 @@ function JobRow({
   );
 }
 
-export function SlurmJobs({
+export function BatchJobs({
   cluster,
   busy,
   commands
 }: IJobsProps): JSX.Element | null {
-  const slurm = cluster.slurm;
+  const slurm = batchState(cluster);
   if (!slurm) {
     return null;
   }
+  const label = `${cluster.facts?.label ?? cluster.kind} jobs`;
   return (
     <details className="eugo-Card-jobs" open>
       <summary>
-        SLURM jobs <span className="eugo-Count">{slurm.jobs.length}</span>
+        {label} <span className="eugo-Count">{slurm.jobs.length}</span>
       </summary>
       {slurm.error && (
         <div className="eugo-Notice eugo-mod-warn">{slurm.error}</div>
       )}
-      <table className="eugo-Jobs" aria-label="SLURM jobs">
+      <table className="eugo-Jobs" aria-label={label}>
         <thead>
           <tr>
             <th>Job</th>

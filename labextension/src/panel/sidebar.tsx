@@ -11,8 +11,9 @@ import { eugoIcon } from '../icon';
 import { ClusterStore } from '../model';
 import { ClusterCard } from './card';
 import { ConnectForm } from './connect';
+import { LAUNCH_KINDS } from '../kinds';
+import { BatchForm } from './batch';
 import { LaunchForm } from './launch';
-import { SlurmForm } from './slurm';
 import { SshLaunchForm } from './ssh';
 
 export const SIDEBAR_ID = 'eugo-hpc-manager';
@@ -53,9 +54,8 @@ interface IBodyProps {
   commands: CommandRegistry;
 }
 
-type Where = 'local' | 'slurm';
-
-/** Launch on this machine or as SLURM jobs: one section, the form of the chosen kind. */
+/** Launch on this machine or as a batch scheduler's jobs: one section, the form of the kind
+ * chosen from the kinds table (kinds.ts). */
 function LaunchSection({
   commands,
   open
@@ -63,16 +63,13 @@ function LaunchSection({
   commands: CommandRegistry;
   open: boolean;
 }) {
-  const [where, setWhere] = React.useState<Where>('local');
+  const [where, setWhere] = React.useState<string>(LAUNCH_KINDS[0].kind);
   const [profiles, setProfiles] = React.useState<IProfile[]>([]);
   React.useEffect(() => {
     // Profiles come from the server's configuration; none (or an older server) is fine.
     listProfiles().then(setProfiles, () => setProfiles([]));
   }, []);
-  const kinds: [Where, string][] = [
-    ['local', 'Local'],
-    ['slurm', 'SLURM']
-  ];
+  const chosen = LAUNCH_KINDS.find(k => k.kind === where) ?? LAUNCH_KINDS[0];
   return (
     <details className="eugo-Section" open={open}>
       <summary className="eugo-Section-title">Launch a cluster</summary>
@@ -81,7 +78,7 @@ function LaunchSection({
         role="radiogroup"
         aria-label="Where to launch"
       >
-        {kinds.map(([kind, label]) => (
+        {LAUNCH_KINDS.map(({ kind, label }) => (
           <label
             key={kind}
             className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}
@@ -97,10 +94,15 @@ function LaunchSection({
           </label>
         ))}
       </div>
-      {where === 'local' ? (
+      {chosen.form === 'local' ? (
         <LaunchForm commands={commands} />
       ) : (
-        <SlurmForm commands={commands} profiles={profiles} />
+        <BatchForm
+          key={chosen.kind}
+          commands={commands}
+          profiles={profiles}
+          kind={chosen}
+        />
       )}
     </details>
   );

@@ -1,0 +1,133 @@
+"""One launch, from submitting it to "running", as a small object with named steps.
+
+The manager makes one :class:`Launch` per cluster it launches (or adopts while it is still
+coming up) and runs it as a task. Its loop state is a few commented attributes, and each turn
+of the loop is four steps: :meth:`Launch.observe` asks the backend, :meth:`Launch.judge` turns
+what it sees into the card's status (a request that can never run is an error, a queue stops
+the launch deadline), :meth:`Launch.joined` reads Ray and says "running" once every node the
+backend expects has joined, and :meth:`Launch.overdue` says so when the deadline passes (not
+final: a node that joins later still makes the cluster run).
+
+>>> task = asyncio.ensure_future(Launch(manager, cluster, backend, spec).run())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from .backends import Backend, Observed, Spec
+
+if TYPE_CHECKING:
+    from .manager import ClusterManager, _Cluster
+
+__all__ = ["Launch"]
+
+
+class Launch:
+    """Start ``spec`` (unless it was started before answering), then wait until it is up."""
+
+    def __init__(
+        self,
+        manager: ClusterManager,
+        cluster: _Cluster,
+        backend: Backend,
+        spec: Spec | None = None,
+    ) -> None:
+        self.manager = manager
+        self.cluster = cluster
+        self.backend = backend
+        #: What to start first; None when the backend started it before the request answered
+        #: (a scheduler's submit) or when a previous server did (an adopted record).
+        self.spec = spec
+        #: Past this, a launch whose nodes have not all joined says so; a queue pushes it back.
+        self.deadline = time.monotonic() + manager.launch_timeout
+
+    @property
+    def coming_up(self) -> bool:
+        return self.cluster.status in ("starting", "error")
+
+    async def run(self) -> None:
+        if self.spec is not None and not await self.start(self.spec):
+            return
+        while self.coming_up:
+            observed = await self.observe()
+            if not self.coming_up:
+                break  # ended, or a shutdown began
+            self.judge(observed)
+            if await self.joined(observed):
+                break
+            self.overdue(observed)
+            await asyncio.sleep(self.pause(observed))
+        if self.cluster.status != "stopped":
+            self.manager._save(self.cluster)
+
+    async def start(self, spec: Spec) -> bool:
+        """Run the backend's start (it blocks: in the manager's pool); False if it failed."""
+        loop = asyncio.get_running_loop()
+        try:
+            updates = await loop.run_in_executor(
+                self.manager._slow, self.backend.start, spec, self.cluster.record,
+                self.manager.launch_timeout,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
+            self.cluster.status, self.cluster.error = "error", _sentence(exc)
+            self.manager._save(self.cluster)
+            return False
+        self.cluster.record.update(updates)
+        self.manager._save(self.cluster)
+        return True
+
+    async def observe(self) -> Observed:
+        return await self.manager._observe(self.cluster)
+
+    def judge(self, observed: Observed) -> None:
+        cluster = self.cluster
+        if observed.blocked:
+            cluster.status, cluster.error = "error", observed.blocked
+        elif cluster.status == "error" and time.monotonic() <= self.deadline:
+            cluster.status, cluster.error = "starting", None  # the scheduler changed its mind
+        if observed.waiting or observed.blocked:
+            # Queued: the scheduler's time, not ours.
+            self.deadline = time.monotonic() + self.manager.launch_timeout
+
+    async def joined(self, observed: Observed) -> bool:
+        """Read Ray (even while some jobs wait: the card shows the nodes that joined); True
+        once every node the backend expects is alive."""
+        if not observed.address or observed.blocked:
+            return False
+        data: dict[str, Any] | None
+        try:
+            data = await self.manager._read(self.cluster)
+        except Exception:  # noqa: BLE001 - the GCS may not answer yet
+            data = None
+        if not data:
+            return False
+        self.manager._took(self.cluster, data)  # the card shows the nodes as they join
+        if sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
+            self.cluster.status, self.cluster.error = "running", None
+            return True
+        return False
+
+    def overdue(self, observed: Observed) -> None:
+        if time.monotonic() <= self.deadline or observed.blocked:
+            return
+        # Said, but not final: a node that joins later still makes the cluster run.
+        self.cluster.status = "error"
+        self.cluster.error = (
+            f"Only some of the {observed.nodes_expected} nodes registered within "
+            f"{self.manager.launch_timeout:g} s. Wait, or shut this cluster down and launch "
+            "again, with fewer nodes."
+        )
+        self.manager._save(self.cluster)
+
+    def pause(self, observed: Observed) -> float:
+        # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
+        slow = observed.waiting or observed.blocked or self.cluster.status == "error"
+        return self.manager.max_age if slow else 0.5
+
+
+def _sentence(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:400] if text else type(exc).__name__

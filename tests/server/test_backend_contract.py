@@ -1,0 +1,157 @@
+"""One contract for every backend, run against the in-memory fake and the real ones.
+
+As dask-jobqueue's ``conftest.py`` runs one suite for every job class, a parametrized fixture
+gives each test a backend: the fake (``tests/fixtures/fake_backend.py``), the local backend
+(real Ray processes), SLURM (a real slurmctld and two slurmd) and Grid Engine (a real private
+cell). The contract: validate accepts a body and refuses an unknown key by name; plan starts
+nothing; start, state, scale (where offered), stop (nothing left) and adopt (a stopped record is
+forgotten); the model's facts about the kind. The ssh backend's real part (hosts in network
+namespaces) is its own test bed's (tests/testbed), and ``connect`` starts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eugo_jupyter.exceptions import OptionsError
+from eugo_jupyter.server.backends.base import Backend
+from eugo_jupyter.server.backends.batch import BatchBackend
+from tests.fixtures.fake_backend import FakeBackend
+from tests.fixtures.gridengine import gridengine_cell, require_gridengine
+from tests.fixtures.slurm import require_slurm, slurm_cluster
+
+
+@dataclass
+class Case:
+    backend: Backend
+    body: dict[str, Any]
+    part: str  # where the body's backend-specific keys go ("" for top-level ones)
+    nodes: int = 2  # the Ray nodes the body asks for
+
+
+def _with_env(variables: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _fake(tmp: Path) -> Iterator[Case]:
+    yield Case(FakeBackend(), {"kind": "fake", "fake": {"nodes": 2}}, "fake")
+
+
+def _local(tmp: Path) -> Iterator[Case]:
+    from eugo_jupyter.server.backends.local import LocalBackend
+
+    # A head only: a second `ray start` on a machine shared by several test runs is what the
+    # local tests (test_clusters.py) cover; here it would only add their load.
+    yield Case(LocalBackend(), {"kind": "local", "head": {"num_cpus": 1}}, "", nodes=1)
+
+
+def _slurm(tmp: Path) -> Iterator[Case]:
+    from eugo_jupyter.server.backends.slurm import SlurmBackend
+
+    require_slurm()
+    with slurm_cluster(tmp / "slurm") as slurm:
+        yield from _in_env(
+            {"SLURM_CONF": str(slurm.conf)},
+            Case(SlurmBackend(str(tmp / "shared")), {"kind": "slurm", "slurm": {"nodes": 2}},
+                 "slurm"),
+        )  # fmt: skip
+
+
+def _gridengine(tmp: Path) -> Iterator[Case]:
+    from eugo_jupyter.server.backends.gridengine import GridEngineBackend
+
+    require_gridengine()
+    with gridengine_cell() as cell:
+        body = {"kind": "gridengine", "gridengine": {"nodes": 2}}
+        yield from _in_env(cell.variables, Case(GridEngineBackend(str(tmp / "shared")), body,
+                                                "gridengine"))  # fmt: skip
+
+
+def _in_env(variables: dict[str, str], case: Case) -> Iterator[Case]:
+    gen = _with_env(variables)
+    next(gen)
+    try:
+        yield case
+    finally:
+        next(gen, None)
+
+
+CASES = {"fake": _fake, "local": _local, "slurm": _slurm, "gridengine": _gridengine}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Case]:
+    yield from CASES[request.param](tmp_path_factory.mktemp(request.param))
+
+
+def _with_part(case: Case, extra: dict[str, Any]) -> dict[str, Any]:
+    if not case.part:
+        return {**case.body, **extra}
+    return {**case.body, case.part: {**case.body[case.part], **extra}}
+
+
+def test_validate_accepts_the_body_and_refuses_an_unknown_key_by_name(case: Case) -> None:
+    spec = case.backend.validate(case.body)
+    assert spec.kind == case.backend.kind
+    with pytest.raises(OptionsError, match="Unknown key 'bogus'"):
+        case.backend.validate(_with_part(case, {"bogus": 1}))
+
+
+def test_plan_describes_the_launch_and_starts_nothing(case: Case) -> None:
+    backend = case.backend
+    spec = backend.validate(case.body)
+    plan = backend.plan(spec)
+    assert plan.summary
+    if isinstance(backend, BatchBackend):  # the preview is what is submitted
+        assert plan.scripts[0]["text"] == backend.script(spec.fields, "head")
+        assert not backend.root.exists() or list(backend.root.iterdir()) == []
+
+
+def test_the_facts_speak_for_the_kind(case: Case) -> None:
+    facts = case.backend.facts()
+    assert facts["label"] and facts["stop_effect"].endswith(".")
+    assert facts["scalable"] is case.backend.scalable
+    assert facts["node_label"] in ("job", "node")
+
+
+def test_start_state_scale_stop_and_adopt(case: Case) -> None:
+    backend = case.backend
+    spec = backend.validate(case.body)
+    record: dict[str, Any] = {"id": f"c-{secrets.token_hex(4)}", "kind": spec.kind,
+                              "spec": spec.to_model()}  # fmt: skip
+    record.update(backend.start(spec, record, 600.0))
+    try:
+        observed = backend.state(record)
+        assert observed.ended is None and observed.blocked is None
+        assert observed.nodes_expected == case.nodes
+        if backend.scalable:
+            record.update(backend.add_node(record))
+            jobs = record[backend.kind]["jobs"]
+            assert [j["role"] for j in jobs] == ["head", "worker", "worker"]
+            assert backend.state(record).nodes_expected == 3
+            record.update(backend.remove_node(record, jobs[-1]["id"]))
+            assert backend.state(record).nodes_expected == 2
+            with pytest.raises(OptionsError, match="is not a worker job"):
+                backend.remove_node(record, jobs[0]["id"])
+    finally:
+        left = backend.stop(record)
+    assert left == []
+    assert backend.adopt(record) is None  # nothing of it lives: a restarted server forgets it
