@@ -154,7 +154,10 @@ class ClusterManager:
                 continue
             status = await loop.run_in_executor(self._slow, backend.adopt, record)
             if status is None:
-                records.delete_record(record["id"])
+                records.delete_record(
+                    record["id"],
+                    gone="It was no longer running when the Jupyter server started again.",
+                )
                 _remove_temp(record)  # its logs and sockets: ours to remove
                 continue
             record = {**record, "server_pid": os.getpid(), "status": status}
@@ -339,7 +342,8 @@ class ClusterManager:
             self._save(cluster)
         if observed.ended and cluster.status not in ("stopping", "stopped"):
             cluster.status, cluster.error = "stopped", observed.ended
-            records.delete_record(cluster.id)
+            # If it was the active one, new kernels say it is gone (and why) as they fall back.
+            records.delete_record(cluster.id, gone=observed.ended)
             _remove_temp(cluster.record)
         return observed
 
@@ -652,9 +656,8 @@ class ClusterManager:
         await self._stop_processes(cluster, self.backends[cluster.kind])
         cluster.monitoring = monitor.empty()
         cluster.record["stop_reason"] = reason
-        active = records.active_record()
-        if active and active.get("id") == cluster.id:
-            records.clear_active()  # new kernels must not pick a stopped cluster
+        # New kernels must not pick a stopped cluster; they say it is gone as they fall back.
+        records.mark_active_gone(cluster.id, reason or "It was stopped by its limit.")
         self._save(cluster)
 
 
