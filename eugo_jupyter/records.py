@@ -5,7 +5,9 @@ Layout, under Jupyter's runtime directory (``jupyter --runtime-dir``, which hono
 
     <runtime>/eugo/clusters/<id>.json    one record per cluster the server launched or connected
     <runtime>/eugo/active.json           {"id": ..., "address": ..., "name": ...}:
-                                         new kernels use it
+                                         new kernels use it; with "gone": "why" the
+                                         active cluster ended by itself, and new kernels say
+                                         so once as they start the embedded Ray instead
     <runtime>/eugo/clusters/<id>.findings/<stamp>.json   one per profiled run (the last
                                                          FINDINGS_KEPT), see RunFindings
 
@@ -39,7 +41,9 @@ __all__ = [
     "clear_active",
     "delete_record",
     "findings_dir",
+    "gone_active",
     "list_records",
+    "mark_active_gone",
     "read_findings",
     "read_record",
     "records_dir",
@@ -112,19 +116,37 @@ def list_records() -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: str(r.get("created", "")))
 
 
-def delete_record(cluster_id: str) -> None:
-    """Forget a cluster (and its runs' findings); clears the active marker if it pointed there."""
+def delete_record(cluster_id: str, gone: str | None = None) -> None:
+    """Forget a cluster (and its runs' findings); clears the active marker if it pointed there.
+
+    ``gone``: the cluster ended by itself (killed, wall time), saying why. The marker of an
+    active cluster then stays with that reason, so that a new kernel says the active cluster
+    is gone instead of silently using the embedded Ray (see :func:`gone_active`).
+    """
     _record_path(cluster_id).unlink(missing_ok=True)
     shutil.rmtree(findings_dir(cluster_id), ignore_errors=True)
-    active = active_record()
-    if active and active.get("id") == cluster_id:
+    if gone is not None:
+        mark_active_gone(cluster_id, gone)
+        return
+    marker = _read_json(_root() / "active.json")
+    if marker and marker.get("id") == cluster_id:
         clear_active()
 
 
-def forget(record: dict[str, Any]) -> None:
+def mark_active_gone(cluster_id: str, reason: str) -> None:
+    """If ``cluster_id`` is the active cluster, mark it gone with ``reason`` (else nothing)."""
+    active = active_record()
+    if active and active.get("id") == cluster_id:
+        _write_json(_root() / "active.json", {**active, "gone": reason})
+
+
+def forget(record: dict[str, Any], gone: str | None = None) -> None:
     """A cluster is gone for good: remove its record, and its temp folder if that is exactly
-    one the Manager created (the one owner of forgetting: the manager and the watchdog call it)."""
-    delete_record(str(record["id"]))
+    one the Manager created (the one owner of forgetting: the manager and the watchdog call it).
+
+    ``gone``: it ended by itself, saying why (see :func:`delete_record`).
+    """
+    delete_record(str(record["id"]), gone=gone)
     if record.get("temp_dir"):
         from ._tempdirs import remove_ours
 
@@ -145,9 +167,19 @@ def clear_active() -> None:
 
 
 def active_record() -> dict[str, Any] | None:
-    """``{"id", "address", "name"}`` of the active cluster, or None."""
+    """``{"id", "address", "name"}`` of the active cluster, or None (also when it is gone)."""
     data = _read_json(_root() / "active.json")
-    return data if data and data.get("address") else None
+    return data if data and data.get("address") and not data.get("gone") else None
+
+
+def gone_active() -> dict[str, Any] | None:
+    """``{"id", "address", "name", "gone"}`` of an active cluster that ended by itself, or None.
+
+    >>> gone_active()                    # doctest: +SKIP
+    {'id': 'c-3f9a2b1c', 'address': '192.0.2.2:6379', 'name': 'dev', 'gone': 'Its processes ...'}
+    """
+    data = _read_json(_root() / "active.json")
+    return data if data and data.get("gone") else None
 
 
 # -- findings of profiled runs ---------------------------------------------------------------

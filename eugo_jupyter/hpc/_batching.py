@@ -9,8 +9,13 @@ accessors. The engine owns what both need and nothing else:
   ``eugo.hpc.profile()`` records each of them, and ``waiting()`` / ``get`` diagnoses name them);
 - a bounded number of units is in flight, so a lazy input is read only as fast as the cluster
   works; results come back keyed by the unit's position;
-- a failed unit cancels the others and raises the caller's error; a progress bar appears in a
-  notebook once a run passes two seconds.
+- a failed unit stops the run and raises the caller's error; the units already in flight (at
+  most ``IN_FLIGHT_PER_SLOT`` per slot) are let go, not cancelled: they finish on the cluster
+  and their results are dropped. ``ray.cancel`` of a task that completes at that moment
+  aborts the driver in Ray 2.60 (``task_manager.cc: Check failed: it !=
+  submissible_tasks_.end() Tried to complete task that was not pending``: the cancel fails
+  the task while its reply is on the way, with any ``force``/``recursive``), which in a
+  notebook is a dead kernel. A progress bar appears in a notebook once a run passes 2 s.
 
 *Which* units to run is the caller's business (a :class:`Planner`): ``map`` sizes batches as it
 goes from the measured per-item time, the accessors plan partitions from a timed sample.
@@ -273,7 +278,7 @@ class Engine:
                     planner.finished(unit, seconds)
                 self._tick()
         except BaseException:
-            self._cancel_all()
+            self._let_go()
             raise
         finally:
             self._close_bar()
@@ -344,16 +349,14 @@ class Engine:
             self.bar.update(self.done - self.bar.n)
             self.bar.close()
 
-    def _cancel_all(self) -> None:
-        import ray
+    def _let_go(self) -> None:
+        """The run failed: drop the units in flight, never ``ray.cancel`` them.
 
-        if not ray.is_initialized():
-            return  # the cluster was let go of (it died): ray.cancel would start a new local Ray
-        for ref in self.in_flight:
-            try:
-                ray.cancel(ref)
-            except Exception:  # noqa: BLE001 - best effort: the error that stopped us matters
-                pass
+        Cancelling siblings that are finishing races Ray's own completion of them and aborts
+        the whole process (see the module's docstring); let go of, they finish (at most
+        ``IN_FLIGHT_PER_SLOT`` per slot) and Ray frees their results once nothing holds them.
+        """
+        self.in_flight.clear()
 
 
 def in_order(results: Mapping[int, list[Any]]) -> Iterator[Any]:

@@ -204,10 +204,17 @@ def put(value: Any) -> Any:
 def cancel(futures: Any, *, force: bool = False, recursive: bool = True) -> None:
     """Cancel a task (or a list of them): queued ones never start, running ones are interrupted.
 
-    ``get`` on a cancelled future raises ``ray.exceptions.TaskCancelledError``.
+    ``get`` on a cancelled future raises ``ray.exceptions.TaskCancelledError``. Futures that
+    are already done are left alone. Ray 2.60 can abort this process when a task completes
+    while it is being cancelled (a race in Ray's ``ray.cancel``, with any ``force`` or
+    ``recursive``): cancel what you mean to stop, not a batch of tasks about to finish;
+    ``eugo.hpc.map`` and the pandas accessors never cancel on their own.
     """
     import ray
 
     refs, _ = _as_list(futures)
+    if not refs:
+        return
+    _, refs = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
     for ref in refs:
         ray.cancel(ref, force=force, recursive=recursive)

@@ -121,6 +121,8 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         return current
 
     target, source = resolve_address(address)
+    if target is None:
+        _say_active_gone()
     if target and not _reachable(target):
         message = f"No Ray cluster answers at {target} (from {source})."
         if source.startswith("active cluster"):
@@ -180,6 +182,32 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     )
     generation += 1
     return _connection
+
+
+_told_gone: set[str] = set()  # the gone active clusters this process has spoken of
+
+
+def _say_active_gone() -> None:
+    """Falling back to the embedded Ray: if the active cluster ended by itself, say so once.
+
+    The Manager keeps the active marker of a cluster that was killed outside it (or reached a
+    limit) with the reason, so that a kernel started afterwards does not run on its embedded
+    Ray without a word.
+    """
+    from ..records import gone_active
+
+    gone = gone_active()
+    if gone is None or str(gone.get("id")) in _told_gone:
+        return
+    _told_gone.add(str(gone.get("id")))
+    name = gone.get("name") or gone.get("id")
+    warnings.warn(
+        f"The active cluster {name!r} ({gone.get('address')}) is gone: {gone['gone']} This "
+        "kernel uses an embedded local Ray instead. Make another cluster active in the EugoHPC "
+        "Manager (or relaunch this one) and restart the kernel to use it.",
+        EugoWarning,
+        stacklevel=3,
+    )
 
 
 def _keep_process_alive() -> None:

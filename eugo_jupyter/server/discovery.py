@@ -206,6 +206,10 @@ class FoundClusters:
         await self.scan()
         return _found_model(*self._found[cluster_id]) if cluster_id in self._found else None
 
+    def head(self, cluster_id: str) -> Found | None:
+        """The head of the last scan with this id, or None."""
+        return self._found[cluster_id][0] if cluster_id in self._found else None
+
     def dashboard(self, cluster_id: str) -> str | None:
         """The dashboard of a head of the last scan (None when unknown or without one)."""
         return self._found[cluster_id][1] if cluster_id in self._found else None

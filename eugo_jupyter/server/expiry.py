@@ -195,6 +195,11 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
     return tasks["running"] + tasks["pending"] > 0
 
 
+def _busy_now(cluster: Watched, dashboard: Callable[[], str | None] | None, timeout: float) -> bool:
+    url = dashboard() if dashboard else cluster.record.get("dashboard_url")
+    return busy(str(cluster.record["address"]), url, timeout)
+
+
 class Watched(Protocol):
     """What :func:`watch` reads of a cluster (the manager's own cluster state)."""
 
@@ -210,6 +215,7 @@ async def watch(
     save: Callable[[], None],
     expire: Callable[[str | None], Awaitable[None]],
     read_timeout: float,
+    dashboard: Callable[[], str | None] | None = None,
 ) -> None:
     """Look at the cluster every few seconds, whether or not anyone polls the panel.
 
@@ -230,12 +236,8 @@ async def watch(
             limit.started = time.time()
             cluster.record["expiry"] = limit.to_record()
             save()
-        is_busy = await loop.run_in_executor(
-            None,
-            busy,
-            str(cluster.record["address"]),
-            cluster.record.get("dashboard_url"),
-            read_timeout,
-        )
+        # The task counts go to the dashboard with this account's token: ``dashboard()`` (run
+        # in the thread, it may read /proc) says which one may receive it.
+        is_busy = await loop.run_in_executor(None, _busy_now, cluster, dashboard, read_timeout)
         if cluster.status == "running" and limit.observe(is_busy, time.time()):
             await expire(limit.reason())

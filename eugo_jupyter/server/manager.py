@@ -158,7 +158,9 @@ class ClusterManager:
                 continue
             status = await loop.run_in_executor(self._slow, backend.adopt, record)
             if status is None:
-                records.forget(record)  # and its logs and sockets: ours to remove
+                records.forget(  # and its logs and sockets: ours to remove
+                    record, gone="It was no longer running when the Jupyter server started again."
+                )
                 continue
             record = {**record, "server_pid": os.getpid(), "status": status}
             records.write_record(record)
@@ -354,7 +356,8 @@ class ClusterManager:
             self._save(cluster)
         if observed.ended and cluster.status not in ("stopping", "stopped"):
             cluster.status, cluster.error = "stopped", observed.ended
-            records.forget(cluster.record)
+            # If it was the active one, new kernels say it is gone (and why) as they fall back.
+            records.forget(cluster.record, gone=observed.ended)
             # The manager acts on the end, once; reading the state never changes anything.
             await loop.run_in_executor(self._slow, backend.release, cluster.record)
         return observed
@@ -396,15 +399,30 @@ class ClusterManager:
 
     async def _read(self, cluster: _Cluster) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
+        record = cluster.record
+
+        def read() -> dict[str, Any]:
+            # Task counts go through the dashboard with this account's token: only to a proven one.
+            dashboard = self.dashboard_decision(record).url
+            return self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
+
         return await asyncio.wait_for(
-            loop.run_in_executor(
-                None,
-                self._read_cluster,
-                str(cluster.record["address"]),
-                cluster.record.get("dashboard_url"),
-                self.read_timeout,
-            ),
-            timeout=self.read_timeout * 3,
+            loop.run_in_executor(None, read), timeout=self.read_timeout * 3
+        )
+
+    def dashboard_decision(self, record: dict[str, Any]) -> proxy_policy.Decision:
+        """Whether this account's Ray token may go to the record's dashboard (blocking).
+
+        See :func:`.proxy_policy.decide`: a dashboard on this machine must be held by the
+        cluster's own Ray session; one elsewhere must be named by the user or started by us.
+        """
+        backend = self.backends.get(str(record.get("kind")))
+        return proxy_policy.decide(
+            record.get("dashboard_url"),
+            str(record.get("address")),
+            local_ips=monitor.local_ips(),
+            named=bool(record.get("dashboard_named")),
+            ours=bool(backend and backend.owns_processes),
         )
 
     def _took(self, cluster: _Cluster, data: dict[str, Any]) -> None:
@@ -507,27 +525,32 @@ class ClusterManager:
         """Remove worker node ``node`` (the batch kinds: its job id); None for an unknown id."""
         return await self._scale(cluster_id, False, node)
 
-    async def dashboard_target(self, cluster_id: str) -> tuple[str, dict[str, str]] | None:
+    async def dashboard_target(self, cluster_id: str) -> tuple[str, dict[str, str]] | str | None:
         """Where the cluster's dashboard answers and the headers that authenticate to it.
 
-        None for an unknown id or a cluster without dashboard. The server proxies the dashboard
-        behind its own authentication, so the browser never talks to Ray's ports.
+        None for an unknown id or a cluster without dashboard; a sentence when the dashboard
+        may not receive this account's Ray token (:meth:`dashboard_decision`, checked on every
+        use: who listens on a port can change). The server proxies the dashboard behind its own
+        authentication, so the browser never talks to Ray's ports.
         """
         await self._ensure_started()
         cluster = self._clusters.get(cluster_id)
-        url = cluster.record.get("dashboard_url") if cluster else None
-        if cluster is not None and not self.backends[cluster.kind].owns_processes:
-            # A connected cluster's dashboard: checked again on every use (a record may predate
-            # the check, or have been edited), so the token goes only to the head's own host.
-            address = str(cluster.record.get("address"))
-            url = proxy_policy.dashboard_allowed(url, address, monitor.local_ips())
-        if cluster is None:
-            url = self._found.dashboard(cluster_id)
-        if not url:
+        if cluster is not None:
+            record = cluster.record
+        else:
+            head = self._found.head(cluster_id)
+            if head is None:
+                return None
+            record = {"kind": "found", "address": head.address}
+            record["dashboard_url"] = self._found.dashboard(cluster_id)
+        if not record.get("dashboard_url"):
             return None
         loop = asyncio.get_running_loop()
+        decision = await loop.run_in_executor(None, self.dashboard_decision, record)
+        if decision.url is None:
+            return decision.reason
         headers = await loop.run_in_executor(None, monitor.auth_headers)
-        return str(url).rstrip("/"), headers
+        return decision.url.rstrip("/"), headers
 
     async def delete(self, cluster_id: str, confirm: bool = False) -> bool:
         """Shut a launched cluster down (detach a connected one); False for an unknown id.
@@ -586,6 +609,7 @@ class ClusterManager:
                 save=lambda: self._save(cluster),
                 expire=lambda reason: self._expire(cluster, reason),
                 read_timeout=self.read_timeout,
+                dashboard=lambda: self.dashboard_decision(cluster.record).url,
             )
         )
 
@@ -595,9 +619,8 @@ class ClusterManager:
         await self._stop_processes(cluster, self.backends[cluster.kind])
         cluster.monitoring = monitor.empty()
         cluster.record["stop_reason"] = reason
-        active = records.active_record()
-        if active and active.get("id") == cluster.id:
-            records.clear_active()  # new kernels must not pick a stopped cluster
+        # New kernels must not pick a stopped cluster; they say it is gone as they fall back.
+        records.mark_active_gone(cluster.id, reason or "It was stopped by its limit.")
         self._save(cluster)
 
 

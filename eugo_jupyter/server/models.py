@@ -19,6 +19,7 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
       "dashboard_url": "http://127.0.0.1:52346" | null,   # Ray's own port
       "dashboard_proxy": "eugo/clusters/c-3f9a2b1c/dashboard/" | null,  # relative to the server's
                                          # base_url: the dashboard behind Jupyter's auth
+      "dashboard_refused": null | "why the dashboard the cluster publishes is not proxied",
       "created": "2026-11-29T16:20:00+00:00",
       "updated": "2026-11-29T16:21:03+00:00" | null,   # when the monitoring below was read
       "spec": {...} | null,              # what was asked for, as the backend checked it
@@ -77,6 +78,7 @@ class _ClusterModelBase(TypedDict):
     address: str | None
     dashboard_url: str | None
     dashboard_proxy: str | None
+    dashboard_refused: str | None
     created: str | None
     updated: str | None
     spec: dict[str, Any] | None
@@ -138,6 +140,7 @@ def make_cluster_model(
         "dashboard_proxy": (
             f"eugo/clusters/{cluster_id}/dashboard/" if record.get("dashboard_url") else None
         ),
+        "dashboard_refused": record.get("dashboard_refused"),
         "created": record.get("created"),
         "updated": updated,
         "spec": record.get("spec"),

@@ -187,6 +187,8 @@ class DashboardHandler(JupyterHandler):
         target = await self.settings["eugo_cluster_manager"].dashboard_target(cluster_id)
         if target is None:
             raise tornado.web.HTTPError(404, f"No cluster with id {cluster_id!r} has a dashboard.")
+        if isinstance(target, str):  # a dashboard that may not receive the token: why not
+            raise tornado.web.HTTPError(403, target)
         base, headers = target
         url = f"{base}/{path}" + (f"?{self.request.query}" if self.request.query else "")
         request = HTTPRequest(url, headers=headers, request_timeout=30, follow_redirects=False)

@@ -1,12 +1,15 @@
 """The ClusterManager called directly, without HTTP (as dask-labextension tests its manager).
 
-A real local cluster for the lifecycle; previews, profiles and refusals start nothing.
+A real local cluster for the lifecycle; previews, profiles and refusals start nothing. Other Ray
+heads may run on this machine (a user's own, other servers' or kernels' embedded ones): the
+manager lists them as kind "found", and these tests look only at the manager's own clusters.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -24,6 +27,11 @@ PROFILE = {
     },
     "editable": ["slurm.walltime", "slurm.nodes"],
 }
+
+
+def _own(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The manager's own clusters in a list: heads it found on this machine are not its own."""
+    return [model for model in models if model["kind"] != "found"]
 
 
 @pytest.fixture
@@ -57,7 +65,7 @@ def test_a_local_cluster_launches_runs_and_stops_with_nothing_left(
         assert processes.cluster_processes(record["pgids"], record["temp_dir"]) == set()
         assert records.read_record(model["id"]) is None
         assert records.active_record() is None
-        assert await manager.list_clusters() == []
+        assert _own(await manager.list_clusters()) == []
         assert await manager.get_cluster(model["id"]) is None
         assert await manager.delete(model["id"]) is False
 
@@ -70,7 +78,7 @@ def test_preview_of_a_local_launch_starts_nothing(manager: ClusterManager) -> No
     assert plan["summary"] == (
         "A head with 2 CPUs and a worker with 1 CPU and 1 GPU on this machine."
     )
-    assert asyncio.run(manager.list_clusters()) == []
+    assert _own(asyncio.run(manager.list_clusters())) == []
 
 
 def test_a_profile_fills_the_body_and_fixes_what_it_does_not_let_change(

@@ -107,10 +107,15 @@ class CellRun:
         """Stop the cell's task: a queued one never starts, a running one's worker is ended.
 
         Ray 2.60 ignores a polite cancel for a task with two results, so this is the forced one
-        (``eugo.hpc.cancel(fut, force=True)`` does the same for a ``--no-block`` future).
+        (``eugo.hpc.cancel(fut, force=True)`` does the same for a ``--no-block`` future). A task
+        that has finished is left alone: ``ray.cancel`` racing a task's completion aborts the
+        driver in Ray 2.60 (see :mod:`eugo_jupyter.hpc._batching`); only the user's timeout or
+        Ctrl-C of a still running cell calls it.
         """
         import ray
 
+        if self.ready():
+            return
         ray.cancel(self.value_ref, force=True, recursive=True)
 
     # -- output -----------------------------------------------------------------------------
@@ -173,7 +178,7 @@ class CellRun:
                     pass
                 watch.check()  # before reading output: the hub lives on the cluster too
                 emit(self.read_output())
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and time.monotonic() > deadline and not self.ready():
                     diagnosis = diagnose([self.value_ref])
                     self.cancel()
                     raise GetTimeoutError(

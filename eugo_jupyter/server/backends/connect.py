@@ -68,9 +68,10 @@ class ConnectBackend(Backend):
     def start(self, spec: Spec, record: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Check that a Ray cluster answers; raises ClusterError within seconds if not.
 
-        The dashboard is one the user gave; without it, the one the head publishes is used
-        only if it is on the head's own host (see :mod:`..proxy_policy`): the server sends this
-        account's Ray token to the dashboard it proxies.
+        The dashboard is one the user gave; without it, the one the head publishes, only if
+        the token may go there (see :func:`..proxy_policy.decide`: on this machine its socket
+        must belong to the cluster's own Ray session; elsewhere only a dashboard the user
+        names is used). The server sends this account's Ray token to the dashboard it proxies.
         """
         fields: ConnectSpec = spec.fields
         address, dashboard = fields.address, fields.dashboard
@@ -80,12 +81,6 @@ class ConnectBackend(Backend):
                 f"No Ray cluster answers at {address}: nothing accepts connections there. Check "
                 "the host and the port (the head's GCS port, 6379 unless changed, as printed by "
                 "`ray start --head`), and that this machine can reach it."
-            )
-        if dashboard is not None and _checked_dashboard(dashboard, address) is None:
-            raise ClusterError(
-                f"dashboard={dashboard!r} is not on the cluster's head ({address}): the server "
-                "sends this account's Ray token to the dashboard it proxies, so it must be on "
-                "the head's own host. Give the head's dashboard, or leave dashboard out."
             )
         problem = _protocol_problem(address)
         if problem:
@@ -100,9 +95,26 @@ class ConnectBackend(Backend):
                     f"({text.splitlines()[0][:400] if text else type(exc).__name__}). Give the "
                     "head's GCS address (host:port), or ray://host:10001 for a Ray client server."
                 ) from None
-            if dashboard is None:
-                dashboard = _checked_dashboard(monitor.dashboard_of(address, 3.0), address)
-        return {"address": address, "dashboard_url": dashboard}
+        named, refused = dashboard is not None, None
+        if named:
+            decision = proxy_policy.decide(
+                dashboard, address, local_ips=monitor.local_ips(), named=True
+            )
+            if decision.url is None:
+                raise ClusterError(
+                    f"dashboard={dashboard!r}: {decision.reason} Give the head's own dashboard, "
+                    "or leave dashboard out."
+                )
+        elif not address.startswith("ray://"):
+            published = monitor.dashboard_of(address, 3.0)
+            decision = proxy_policy.decide(published, address, local_ips=monitor.local_ips())
+            dashboard, refused = decision.url, decision.reason
+        return {
+            "address": address,
+            "dashboard_url": dashboard,
+            "dashboard_named": named,
+            "dashboard_refused": refused,
+        }
 
     def state(self, record: dict[str, Any]) -> Observed:
         return Observed(address=record.get("address"), dashboard_url=record.get("dashboard_url"))
