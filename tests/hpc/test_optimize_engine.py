@@ -222,3 +222,18 @@ def test_an_actor_refuses_optimize_with_a_fix() -> None:
         @eugo.hpc.distribute(optimize=True)
         class Counter:
             pass
+
+
+def test_two_cpus_try_the_parallel_compile_first_and_fall_back_to_serial() -> None:
+    nb = Notebook()
+    nb.cell("def hyp(a, b):\n    return np.sqrt(a * a + b * b).sum()\n")
+    nb.cell("def loop_sum(a):\n    s = 0.0\n    for v in a:\n        s += v\n    return s\n")
+    a, b = np.random.default_rng(4).random((2, 100_000))
+    with_arrays = Optimized(nb["hyp"], num_cpus=2, force=True)
+    assert with_arrays(a, b) == nb["hyp"](a, b)
+    assert with_arrays.entry().stats()["how"].startswith("parallel (numba.njit(parallel=True))")
+    plain_loop = Optimized(nb["loop_sum"], num_cpus=2, force=True)
+    assert plain_loop(a) == nb["loop_sum"](a)
+    entry = plain_loop.entry()
+    assert entry.stats()["how"].startswith("serial")
+    assert "parallel=True found nothing to run in parallel" in " ".join(entry.notes)
