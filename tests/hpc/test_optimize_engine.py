@@ -237,3 +237,31 @@ def test_two_cpus_try_the_parallel_compile_first_and_fall_back_to_serial() -> No
     entry = plain_loop.entry()
     assert entry.stats()["how"].startswith("serial")
     assert "parallel=True found nothing to run in parallel" in " ".join(entry.notes)
+
+
+def test_without_numba_optimize_says_how_to_install_it_and_runs_plain() -> None:
+    # A fresh interpreter in which numba cannot be imported (as where it is not installed).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc, warnings\n"
+        "class NoNumba(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in ('numba', 'llvmlite'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, NoNumba())\n"
+        "import eugo_jupyter as eugo\n"
+        "def total(n):\n    return sum(range(n))\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    report = eugo.hpc.optimize(total, 10)\n"
+        "print(report.result, report.compiled)\n"
+        "print(report.reason)\n"
+        "print([str(w.message) for w in caught])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "45 False"
+    assert "pip install numba" in lines[1] and "the plain function ran" in lines[1]
+    assert "pip install numba" in lines[2]
