@@ -121,9 +121,7 @@ def test_in_place_change_is_compared_and_the_callers_array_is_left_alone() -> No
     np.testing.assert_array_equal(m, before)  # optimize() runs on copies
 
 
-def test_in_place_difference_is_caught() -> None:
-    # Python's int() of a float array element stays exact; the loop writes ints into a float
-    # copy in Python but numba writes the same: a real in-place mismatch needs overflow.
+def test_an_object_array_changed_in_place_is_explained_and_left_to_python() -> None:
     nb = Notebook()
     nb.cell(
         "def grow(a):\n    for i in range(a.shape[0]):\n        a[i] = a[i] * 3\n    return None\n"
