@@ -121,9 +121,7 @@ def test_in_place_change_is_compared_and_the_callers_array_is_left_alone() -> No
     np.testing.assert_array_equal(m, before)  # optimize() runs on copies
 
 
-def test_in_place_difference_is_caught() -> None:
-    # Python's int() of a float array element stays exact; the loop writes ints into a float
-    # copy in Python but numba writes the same: a real in-place mismatch needs overflow.
+def test_an_object_array_changed_in_place_is_explained_and_left_to_python() -> None:
     nb = Notebook()
     nb.cell(
         "def grow(a):\n    for i in range(a.shape[0]):\n        a[i] = a[i] * 3\n    return None\n"
@@ -222,3 +220,46 @@ def test_an_actor_refuses_optimize_with_a_fix() -> None:
         @eugo.hpc.distribute(optimize=True)
         class Counter:
             pass
+
+
+def test_two_cpus_try_the_parallel_compile_first_and_fall_back_to_serial() -> None:
+    nb = Notebook()
+    nb.cell("def hyp(a, b):\n    return np.sqrt(a * a + b * b).sum()\n")
+    nb.cell("def loop_sum(a):\n    s = 0.0\n    for v in a:\n        s += v\n    return s\n")
+    a, b = np.random.default_rng(4).random((2, 100_000))
+    with_arrays = Optimized(nb["hyp"], num_cpus=2, force=True)
+    assert with_arrays(a, b) == nb["hyp"](a, b)
+    assert with_arrays.entry().stats()["how"].startswith("parallel (numba.njit(parallel=True))")
+    plain_loop = Optimized(nb["loop_sum"], num_cpus=2, force=True)
+    assert plain_loop(a) == nb["loop_sum"](a)
+    entry = plain_loop.entry()
+    assert entry.stats()["how"].startswith("serial")
+    assert "parallel=True found nothing to run in parallel" in " ".join(entry.notes)
+
+
+def test_without_numba_optimize_says_how_to_install_it_and_runs_plain() -> None:
+    # A fresh interpreter in which numba cannot be imported (as where it is not installed).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc, warnings\n"
+        "class NoNumba(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in ('numba', 'llvmlite'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, NoNumba())\n"
+        "import eugo_jupyter as eugo\n"
+        "def total(n):\n    return sum(range(n))\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    report = eugo.hpc.optimize(total, 10)\n"
+        "print(report.result, report.compiled)\n"
+        "print(report.reason)\n"
+        "print([str(w.message) for w in caught])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "45 False"
+    assert "pip install numba" in lines[1] and "the plain function ran" in lines[1]
+    assert "pip install numba" in lines[2]

@@ -20,6 +20,7 @@ once; the entry goes through the steps:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import statistics
 import sys
@@ -105,7 +106,7 @@ class Entry:
             self._keep_python(f"{kind} at line {line}")
             return False
         numba_was_loaded = "numba" in sys.modules  # the first compile also pays numba's start
-        if _compile.numba_module() is None:
+        if not numba_was_loaded and not _installed("numba"):
             warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
             self._keep_python(_compile.INSTALL_HINT)
             return False
@@ -334,6 +335,14 @@ class Entry:
             "help": [h.as_dict() for h in self.help],
             "offload": self.offload,
         }
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (numba's import takes ~1 s)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _quick_types(args: tuple) -> tuple[Any, ...] | None:
