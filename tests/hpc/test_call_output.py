@@ -161,3 +161,18 @@ def test_actor_methods_print_under_the_calling_cell_unfolded(kernel: Kernel) -> 
     later = kernel.run("fut = greeters[1].hi()")
     kernel.run("time.sleep(2)")
     assert kernel.until(lambda: "[Greeter.hi] actor says hi" in kernel.under(later))
+
+
+def test_pandas_partitions_print_under_the_cell(kernel: Kernel) -> None:
+    cell = kernel.run(
+        """
+        import pandas as pd
+        import eugo_jupyter.pandas
+        def tell(part):
+            print('partition of', len(part))
+            return part
+        frame = pd.DataFrame({"x": range(8)})
+        out = frame.eugo.map_partitions(tell, partitions=2)
+        """
+    )
+    assert kernel.until(lambda: kernel.under(cell).count("partition of 4") == 2), kernel.under(cell)
