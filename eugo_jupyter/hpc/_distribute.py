@@ -196,7 +196,10 @@ class ActorMethod:
                 proxy._cls, proxy.handle, self._attr, self._name,
                 self._method, self._timed, args, kwargs,
             )  # fmt: skip
-        return self._method.remote(*args, **kwargs)
+        ref = self._method.remote(*args, **kwargs)
+        if _output.router is not None:
+            _output.track_method(ref, self._name)  # its prints go under the calling cell
+        return ref
 
     def options(self, **options: Any) -> ActorMethod:
         """Ray's per-method options (``num_returns``, ``name``...)."""
@@ -276,7 +279,7 @@ class DistributedClass:
             import ray
 
             self._reads = _freshness.reads_of(self._cls)
-            self._remote = ray.remote(self._cls)
+            self._remote = ray.remote(_output.prepare_class(self._cls, self._cls.__qualname__))
         return self._remote
 
     def _create(self, options: dict[str, Any], args: tuple, kwargs: dict) -> ActorProxy:

@@ -28,7 +28,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["PER_CALL", "PER_CELL", "Router", "logs", "prepare", "router", "settle"]
+__all__ = [
+    "PER_CALL",
+    "PER_CELL",
+    "Router",
+    "logs",
+    "prepare",
+    "prepare_class",
+    "router",
+    "settle",
+    "track_method",
+]
 
 
 def _limit(name: str, default: int) -> int:
@@ -124,6 +134,7 @@ class Router:
         self.calls: OrderedDict[str, _Call] = OrderedDict()  # task id (hex) -> its call
         self.areas: OrderedDict[str, _Area] = OrderedDict()  # cell's message id -> its area
         self.skip: set[str] = set()  # labels of eugo's own functions (not wrapped)
+        self.actors: set[str] = set()  # class names whose methods were wrapped
         self.lock = threading.RLock()
         self.thread: threading.Thread | None = None
 
@@ -290,6 +301,27 @@ def quiet_startup() -> None:
             ray_logging.RAY_DEDUP_LOGS = False  # type: ignore[attr-defined]
         except (ImportError, AttributeError):
             pass
+
+
+def prepare_class(cls: type, label: str) -> type:
+    """What to export for an actor class: in a notebook, its methods' prints go to the hub."""
+    active = _router()
+    if active is None:
+        return cls
+    if getattr(cls, "__module__", "").startswith(_INTERNAL):
+        return cls
+    active.ensure_hub()
+    active.actors.add(label)
+    from ._printed import wrap_class
+
+    return wrap_class(cls, active.hub_name)
+
+
+def track_method(ref: Any, label: str) -> None:
+    """An actor method call was submitted (its class was prepared): its lines go under this cell."""
+    active = router
+    if active is not None and label.split(".")[0] in active.actors and hasattr(ref, "task_id"):
+        active.track(ref, label)
 
 
 def settle(refs: Iterable[Any]) -> None:

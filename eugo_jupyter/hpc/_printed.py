@@ -21,7 +21,7 @@ from typing import Any
 
 from .cells.worker import Chunks, _Sink, _Stream
 
-__all__ = ["call_printing", "wrap"]
+__all__ = ["call_printing", "wrap", "wrap_class"]
 
 
 class _CallSink(_Sink):
@@ -72,5 +72,39 @@ def wrap(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         return call_printing(fn, hub_name, args, kwargs)
+
+    return run
+
+
+def wrap_class(cls: type, hub_name: str) -> type:
+    """``cls`` as an actor class whose plain methods send their prints to the hub.
+
+    A subclass named as ``cls``: the actor's state and methods are the class's own. Coroutine
+    methods (async actors) are left as they are and print through Ray's stream. Calls running
+    at once in a threaded actor (``max_concurrency`` > 1) share ``sys.stdout``, so their lines
+    may be told apart wrongly.
+    """
+    import inspect
+    import types
+
+    namespace: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        for name, member in vars(klass).items():
+            if name.startswith("__") or not isinstance(member, types.FunctionType):
+                continue
+            if inspect.iscoroutinefunction(member) or inspect.isgeneratorfunction(member):
+                continue
+            namespace[name] = _method(member, hub_name)
+    wrapped = type(cls.__name__, (cls,), namespace)
+    wrapped.__qualname__ = cls.__qualname__
+    wrapped.__module__ = cls.__module__
+    wrapped.__doc__ = cls.__doc__
+    return wrapped
+
+
+def _method(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return call_printing(fn, hub_name, (self, *args), kwargs)
 
     return run

@@ -140,21 +140,39 @@ def test_a_plain_script_prints_as_ray_does(ray_local: Any) -> None:
         proc.wait()
 
 
-def test_actors_printing_the_same_line_are_not_folded(kernel: Kernel) -> None:
-    # Actor methods still print through Ray's own stream (with Ray's prefix), unfolded.
-    before = sum(t.count("actor says hi") for s in kernel.streams.values() for _, t in s)
-    kernel.run(
+def test_actor_methods_print_under_the_calling_cell_unfolded(kernel: Kernel) -> None:
+    cell = kernel.run(
         """
         @eugo.hpc.distribute
         class Greeter:
+            def __init__(self):
+                self.calls = 0
             def hi(self):
+                self.calls += 1
                 print('actor says hi')
+                return self.calls
         greeters = [Greeter(), Greeter(), Greeter()]
-        eugo.hpc.get([g.hi() for g in greeters])
+        print(eugo.hpc.get([g.hi() for g in greeters]), eugo.hpc.get(greeters[0].hi()))
         """
     )
+    shown = kernel.under(cell)
+    assert shown.count("[Greeter.hi] actor says hi") == 4, shown  # shown before get returned
+    assert "[1, 1, 1] 2" in kernel.stream(cell)  # the actor keeps its state
+    later = kernel.run("fut = greeters[1].hi()")
+    kernel.run("time.sleep(2)")
+    assert kernel.until(lambda: "[Greeter.hi] actor says hi" in kernel.under(later))
 
-    def said() -> int:
-        return sum(t.count("actor says hi") for s in kernel.streams.values() for _, t in s)
 
-    assert kernel.until(lambda: said() - before >= 3)
+def test_pandas_partitions_print_under_the_cell(kernel: Kernel) -> None:
+    cell = kernel.run(
+        """
+        import pandas as pd
+        import eugo_jupyter.pandas
+        def tell(part):
+            print('partition of', len(part))
+            return part
+        frame = pd.DataFrame({"x": range(8)})
+        out = frame.eugo.map_partitions(tell, partitions=2)
+        """
+    )
+    assert kernel.until(lambda: kernel.under(cell).count("partition of 4") == 2), kernel.under(cell)
