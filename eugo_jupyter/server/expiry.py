@@ -197,6 +197,8 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
 
 def _busy_now(cluster: Watched, dashboard: Callable[[], str | None] | None, timeout: float) -> bool:
     url = dashboard() if dashboard else cluster.record.get("dashboard_url")
+    if url is None and cluster.record.get("dashboard_url"):
+        return True  # its dashboard may not get the token now: no task counts, so never idle
     return busy(str(cluster.record["address"]), url, timeout)
 
 
