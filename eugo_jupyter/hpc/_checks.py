@@ -13,10 +13,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._raystate import Snapshot, snapshot
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
 from ._feasibility import fix_for, infeasible_reason
-from ._raystate import Snapshot, snapshot
 from ._submissions import RequestKey
 from .cells.worker import pickle_problem
 
