@@ -39,11 +39,9 @@ def _tighten(path: Path, mode: int) -> None:
 
 
 def _generate() -> str:
-    from ray._private.authentication.authentication_token_generator import (
-        generate_new_authentication_token,
-    )
+    from ._raystate import new_token
 
-    return str(generate_new_authentication_token())
+    return new_token()
 
 
 def secure_token_file(create: bool = False) -> Path | None:

@@ -13,10 +13,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._raystate import Snapshot, snapshot
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
 from ._feasibility import fix_for, infeasible_reason
-from ._raystate import Snapshot, snapshot
 from ._sizing import pickle_problem
 from ._submissions import RequestKey
 

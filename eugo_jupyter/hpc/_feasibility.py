@@ -1,7 +1,7 @@
 """Whether a resource request can ever run, and why not, in plain sentences.
 
 Pure functions over a request (``{"CPU": 1, "GPU": 0.25}``) and the nodes of a
-:class:`~eugo_jupyter.hpc._raystate.Snapshot`: the kernel uses them at the call site and in
+:class:`~eugo_jupyter._raystate.Snapshot`: the kernel uses them at the call site and in
 ``waiting()``, the Jupyter server in its cluster models.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._raystate import NodeFacts, Snapshot
 from .._units import format_bytes
-from ._raystate import NodeFacts, Snapshot
 
 __all__ = [
     "Waiting",

@@ -16,8 +16,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
 - notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyse``, ``submit_cell``, ``CellRun``);
-- Ray's private APIs, used only through :mod:`._raystate`: :func:`dashboard_auth_headers`,
-  :func:`published_dashboard`;
+- Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
+  :func:`dashboard_auth_headers`, :func:`published_dashboard`;
 - :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
 
 >>> from eugo_jupyter.hpc import _internal
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
 from . import _hooks as hooks
 from . import _session, cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
@@ -51,7 +52,6 @@ from ._options import (
     validate_options,
 )
 from ._progress import in_notebook
-from ._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
 from ._session import connection, ensure, probe, use_token_auth
 
 __all__ = [

@@ -87,7 +87,7 @@ def probe(address: str, timeout: float = 5.0) -> str | None:
         return f"No Ray cluster answers at {address}."
     if address.startswith("ray://") or address in ("auto", "local"):
         return None  # a Ray client server: only ray.init can tell
-    from ._raystate import snapshot
+    from .._raystate import snapshot
 
     use_token_auth()
     try:
@@ -259,7 +259,7 @@ def use_token_auth() -> None:
     token when ``RAY_AUTH_MODE=token``; Ray's own ``ray start`` enables it the same way when a
     token exists. An explicit ``RAY_AUTH_MODE`` is left alone.
     """
-    from ._raystate import enable_token_auth
+    from .._raystate import enable_token_auth
 
     enable_token_auth()
 

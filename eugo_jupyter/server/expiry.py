@@ -178,16 +178,14 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
 
     A cluster that cannot be read counts as busy: never stop on a guess.
     """
-    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled; not in the stub
-
+    from .._raystate import has_live_driver
     from .monitor import _tasks_or_none, _use_token_auth
 
     _use_token_auth()
     try:
-        jobs = GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
+        if has_live_driver(gcs_address, timeout):
+            return True
     except Exception:  # noqa: BLE001 - not readable now: busy, look again later
-        return True
-    if any(not job.is_dead for job in jobs.values()):
         return True
     tasks = _tasks_or_none(dashboard_url, int(max(1, timeout)))
     if tasks is None:
@@ -197,6 +195,8 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
 
 def _busy_now(cluster: Watched, dashboard: Callable[[], str | None] | None, timeout: float) -> bool:
     url = dashboard() if dashboard else cluster.record.get("dashboard_url")
+    if url is None and cluster.record.get("dashboard_url"):
+        return True  # its dashboard may not get the token now: no task counts, so never idle
     return busy(str(cluster.record["address"]), url, timeout)
 
 

@@ -404,7 +404,10 @@ class ClusterManager:
         def read() -> dict[str, Any]:
             # Task counts go through the dashboard with this account's token: only to a proven one.
             dashboard = self.dashboard_decision(record).url
-            return self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
+            data = self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
+            if dashboard is None and record.get("dashboard_url"):
+                data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+            return data
 
         return await asyncio.wait_for(
             loop.run_in_executor(None, read), timeout=self.read_timeout * 3

@@ -111,8 +111,9 @@ def test_a_vanished_host_is_reported_not_waited_on(bed: TestBed) -> None:
     gone = bed.hosts[2]
     bed.remove(gone)
     started = time.monotonic()
-    sentence = ssh.stop_on(_spec(bed), "c-gone0001", gone.address, "/tmp/eugo-n03-c-gone0001")
+    problem = ssh.stop_on(_spec(bed), "c-gone0001", gone.address, "/tmp/eugo-n03-c-gone0001")
     print(f"vanished host answered in {time.monotonic() - started:.1f} s")
-    assert sentence is not None
+    assert problem is not None and problem.reason == ssh_hosts.UNREACHABLE
+    sentence = problem.sentence
     assert sentence.startswith(f"{gone.address}: could not be reached to stop its node")
     assert "Check the host name, that sshd runs there" in sentence

@@ -56,6 +56,7 @@ from .. import requests
 from . import local, processes, ray_start
 from .base import Backend, Observed, Plan, Spec
 from .ssh_hosts import (
+    UNREACHABLE,
     SshSpec,
     _head_args_remote,
     _HostResult,
@@ -289,12 +290,13 @@ class SshBackend(Backend):
             )
         ] if record.get("temp_dir") else []  # fmt: skip
         # A host that vanished cannot be asked: it is reported in the log, never waited on.
-        unreachable = [r for r in remote if r and "could not be reached" in r]
-        for sentence in unreachable:
-            import logging
+        problems = [r for r in remote if r is not None]
+        for problem in problems:
+            if problem.reason == UNREACHABLE:
+                import logging
 
-            logging.getLogger("eugo_jupyter").warning("%s", sentence)
-        return left + [r for r in remote if r and r not in unreachable]
+                logging.getLogger("eugo_jupyter").warning("%s", problem.sentence)
+        return left + [p.sentence for p in problems if p.reason != UNREACHABLE]
 
     def adopt(self, record: dict[str, Any]) -> str | None:
         from .. import monitor

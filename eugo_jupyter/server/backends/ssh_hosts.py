@@ -26,7 +26,7 @@ from ..._tempdirs import ray_temp_dir
 from ..exporters import closed_exporters
 from . import ray_start
 
-__all__ = ["SshSpec", "ssh_command", "stop_on", "why_host_failed"]
+__all__ = ["HostProblem", "SshSpec", "failure_of", "ssh_command", "stop_on", "why_host_failed"]
 
 # Run by the remote shell as `sh -c START sh RAY_PATH TOKEN_FILE TEMP_DIR ray-start-args...`:
 # the token arrives on stdin, `~/` in the ray path is the remote user's home, and exit 127 means
@@ -220,44 +220,86 @@ def _token() -> str:
 # ---------------------------------------------------------------- sentences
 
 
+#: Why a host failed, as a code that other code tests (never the sentence that explains it).
+NO_RAY = "no_ray"
+VERSION_MISMATCH = "version_mismatch"
+KEY_REFUSED = "key_refused"
+HOST_KEY_CHANGED = "host_key_changed"
+UNREACHABLE = "unreachable"
+RAY_START_FAILED = "ray_start_failed"
+#: Failures that another try cannot cure.
+FINAL = (NO_RAY, VERSION_MISMATCH, KEY_REFUSED, HOST_KEY_CHANGED, UNREACHABLE)
+
+
+def failure_of(code: int, output: str) -> str:
+    """The reason code of a failed ssh command, from its exit code and output (ssh's and Ray's).
+
+    >>> failure_of(127, ""), failure_of(1, "Version mismatch: ..."), failure_of(255, "")
+    ('no_ray', 'version_mismatch', 'unreachable')
+    """
+    if "EUGO_NO_RAY" in output or code == 127:
+        return NO_RAY
+    if "ersion mismatch" in output:  # Ray's own words ("Version mismatch", "version mismatch")
+        return VERSION_MISMATCH
+    if "Permission denied" in output:
+        return KEY_REFUSED
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in output or "Host key verification" in output:
+        return HOST_KEY_CHANGED
+    if code == 255:
+        return UNREACHABLE
+    return RAY_START_FAILED
+
+
 def why_host_failed(spec: SshSpec, host: str, code: int, output: str) -> str:
     """One sentence naming the host, what went wrong and the fix."""
     text = output.strip()
     who = f"{spec.user}@{host}"
-    if "EUGO_NO_RAY" in text or code == 127:
+    reason = failure_of(code, text)
+    if reason in (NO_RAY, VERSION_MISMATCH):
         import ray
 
-        return (
-            f"{host}: no `{spec.ray_path}` command there. Install the same Ray as this server "
-            f"on it (pip install 'ray[default]=={ray.__version__}'), or set ray_path to where "
-            "it lives."
-        )
-    if "ersion mismatch" in text:
-        import ray
-
+        if reason == NO_RAY:
+            return (
+                f"{host}: no `{spec.ray_path}` command there. Install the same Ray as this "
+                f"server on it (pip install 'ray[default]=={ray.__version__}'), or set ray_path "
+                "to where it lives."
+            )
         return (
             f"{host}: its Ray is another version than this server's ({ray.__version__}); "
             f"install ray[default]=={ray.__version__} there."
         )
-    if "Permission denied" in text:
+    if reason == KEY_REFUSED:
         key = spec.key_file or "your default ssh key"
         return (
             f"{host}: refused the key {key} for {spec.user}. Add its public key "
             f"({key}.pub) to ~{spec.user}/.ssh/authorized_keys on {host}, or choose the key "
             "that host accepts."
         )
-    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key verification" in text:
+    if reason == HOST_KEY_CHANGED:
         return (
             f"{host}: its host key changed since the last connection; if that is expected, "
             f"remove the old key with ssh-keygen -R {host} and launch again."
         )
-    if code == 255:
+    if reason == UNREACHABLE:
         detail = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no answer")
         return (
             f"{host}: cannot be reached over ssh as {who} on port {spec.port} ({detail[:200]}). "
             "Check the host name, that sshd runs there and that this machine can reach it."
         )
     return f"{host}: `ray start` failed: {ray_start.why(text)}"
+
+
+@dataclass(frozen=True)
+class HostProblem:
+    """What stopping a host's node left: a reason code (``UNREACHABLE`` or ``LEFT``), the words."""
+
+    host: str
+    reason: str
+    sentence: str
+
+
+#: Stopping answered, but some of the node's processes did not stop.
+LEFT = "left"
 
 
 # ---------------------------------------------------------------- start and stop
@@ -307,7 +349,7 @@ def _start_on(
         code, output = _run(command, _token(), timeout)
         if code == 0:
             return _HostResult(host, _ip_of(host), temp_dir, True)
-        if code in (127, 255) or "ersion mismatch" in output or attempt == attempts:
+        if failure_of(code, output) in FINAL or attempt == attempts:
             break
         # `ray start` itself failed (a busy host times a node's start out): clear what it left
         # and try again, as the local backend does for its worker nodes.
@@ -318,8 +360,8 @@ def _start_on(
 
 def stop_on(
     spec: SshSpec, cluster_id: str, host: str, temp_dir: str, timeout: float = 60
-) -> str | None:
-    """Stop this cluster's node on one host; None when nothing is left, else a sentence.
+) -> HostProblem | None:
+    """Stop this cluster's node on one host; None when nothing is left, else what is wrong.
 
     A host that does not answer is reported, not waited on: ssh gives up after its timeouts.
     """
@@ -328,8 +370,12 @@ def stop_on(
     code, output = _run(ssh_command(spec, host, _STOP, args), "", timeout)
     if code != 0 or not any(ln.startswith("EUGO_LEFT") for ln in output.splitlines()):
         why = why_host_failed(spec, host, code, output)
-        return f"{host}: could not be reached to stop its node ({why})"
+        return HostProblem(
+            host, UNREACHABLE, f"{host}: could not be reached to stop its node ({why})"
+        )
     # Only the script's own line: ssh may add warnings of its own to the output.
     line = next(ln for ln in output.splitlines() if ln.startswith("EUGO_LEFT"))
     left = line.removeprefix("EUGO_LEFT").split()
-    return f"{host}: pids {' '.join(left)} did not stop" if left else None
+    if not left:
+        return None
+    return HostProblem(host, LEFT, f"{host}: pids {' '.join(left)} did not stop")

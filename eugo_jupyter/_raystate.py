@@ -1,8 +1,9 @@
-"""The one place that uses Ray's private APIs: cluster state, token setup, the published dashboard.
+"""The one place that uses Ray's private APIs: cluster state, jobs, tokens, the dashboard.
 
 Everything is read from the GCS by address, so the Jupyter server (which is not a Ray driver)
 and a kernel (which is) share the same code. The results are plain data (:class:`Snapshot`).
-When Ray renames a private module, this is the file to fix.
+When Ray renames a private module, this is the file to fix. A leaf module: the token file
+(``_raytoken``), ``hpc`` and the server all use it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ __all__ = [
     "Snapshot",
     "dashboard_auth_headers",
     "enable_token_auth",
+    "has_live_driver",
+    "new_token",
     "published_dashboard",
     "snapshot",
 ]
@@ -129,3 +132,20 @@ def published_dashboard(gcs_address: str, timeout: float = 5.0) -> str | None:
     except Exception:  # noqa: BLE001 - a cluster without dashboard is still usable
         return None
     return value.decode() if value else None
+
+
+def new_token() -> str:
+    """A new Ray authentication token, as Ray itself generates one."""
+    from ray._private.authentication.authentication_token_generator import (
+        generate_new_authentication_token,
+    )
+
+    return str(generate_new_authentication_token())
+
+
+def has_live_driver(gcs_address: str, timeout: float = 5.0) -> bool:
+    """Whether a driver (a kernel, a script) is connected to the cluster; raises if unreadable."""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled; not in the stub
+
+    jobs = GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
+    return any(not job.is_dead for job in jobs.values())
