@@ -15,14 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
+from typing import Any, Protocol
 
 from .backends import Backend, Observed, Spec
 
-if TYPE_CHECKING:
-    from .manager import ClusterManager, _Cluster
-
 __all__ = ["Launch"]
+
+
+class _Cluster(Protocol):
+    """What a launch reads and sets of the manager's cluster."""
+
+    record: dict[str, Any]
+    status: str
+    error: str | None
+
+
+class _Manager(Protocol):
+    """What a launch uses of the manager (the manager imports this module, not the reverse)."""
+
+    launch_timeout: float
+    max_age: float
+
+    @property
+    def _slow(self) -> Executor: ...
+
+    def _save(self, cluster: Any) -> None: ...
+    async def _observe(self, cluster: Any) -> Observed: ...
+    async def _read(self, cluster: Any) -> dict[str, Any]: ...
+    def _took(self, cluster: Any, data: dict[str, Any]) -> None: ...
 
 
 class Launch:
@@ -30,7 +51,7 @@ class Launch:
 
     def __init__(
         self,
-        manager: ClusterManager,
+        manager: _Manager,
         cluster: _Cluster,
         backend: Backend,
         spec: Spec | None = None,
