@@ -54,7 +54,7 @@ from . import processes
 from .base import Backend, Observed, Plan, Spec
 from .ray_start import HEAD_PORTS, NODE_PORTS, NodeSpec, head_arguments, node_arguments
 
-__all__ = ["BatchBackend", "BatchFields", "JobState", "run_command"]
+__all__ = ["BatchBackend", "BatchFields", "JobState", "extra_lines", "run_command"]
 
 MAX_NODES = 256
 
@@ -88,6 +88,35 @@ class JobState:
     nodes: list[str] = field(default_factory=list)
     time_left: int | None = None
     end: str | None = None
+
+
+def extra_lines(value: Any, field: str, directive: str) -> list[tuple[int, str]]:
+    """The non-blank lines of a form's ``extra`` field, numbered from 1, as the user wrote them.
+
+    What every scheduler checks the same way: a list of lines (or one text), at most 32, each a
+    line of text. The scheduler then checks each line against its own option syntax.
+
+    >>> extra_lines(["--qos=short", " ", "#SBATCH --constraint=a100"], "slurm.extra", "#SBATCH")
+    [(1, '--qos=short'), (3, '#SBATCH --constraint=a100')]
+    >>> extra_lines([1], "gridengine.extra", "#$")
+    Traceback (most recent call last):
+    ...
+    eugo_jupyter.exceptions.OptionsError: gridengine.extra[0]=1 is not allowed: give a line of text.
+    """
+    lines = value.splitlines() if isinstance(value, str) else value
+    if lines is None:
+        return []
+    if not isinstance(lines, list) or len(lines) > 32:
+        raise OptionsError(
+            f"{field}={value!r} is not allowed: give up to 32 {directive} options, one per line."
+        )
+    numbered = []
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise OptionsError(f"{field}[{i}]={line!r} is not allowed: give a line of text.")
+        if line.strip():
+            numbered.append((i + 1, line))
+    return numbered
 
 
 def run_command(args: list[str], label: str, timeout: float = 60.0) -> str:

@@ -36,7 +36,7 @@ from traitlets import Unicode
 
 from ...exceptions import OptionsError, SchedulerError
 from .. import requests
-from .batch import MAX_NODES, BatchBackend, JobState, run_command
+from .batch import MAX_NODES, BatchBackend, JobState, extra_lines, run_command
 
 __all__ = ["GridEngineBackend", "GridEngineSpec"]
 
@@ -100,25 +100,12 @@ def walltime_seconds(value: str) -> int:
 
 
 def _extra(value: Any) -> tuple[str, ...]:
-    lines = value.splitlines() if isinstance(value, str) else value
-    if lines is None:
-        return ()
-    if not isinstance(lines, list) or len(lines) > 32:
-        raise OptionsError(
-            f"gridengine.extra={value!r} is not allowed: give up to 32 #$ options, one per line."
-        )
     out = []
-    for i, line in enumerate(lines):
-        if not isinstance(line, str):
-            raise OptionsError(
-                f"gridengine.extra[{i}]={line!r} is not allowed: give a line of text."
-            )
-        if not line.strip():
-            continue
+    for number, line in extra_lines(value, "gridengine.extra", "#$"):
         match = _EXTRA_RE.fullmatch(line.strip())
         if match is None:
             raise OptionsError(
-                f"gridengine.extra line {i + 1} {line!r} is not allowed: give one option per "
+                f"gridengine.extra line {number} {line!r} is not allowed: give one option per "
                 "line, such as -l gpu=1 or #$ -ar 12, without quotes or shell characters."
             )
         option, argument = match.group(1), match.group(2)
@@ -126,7 +113,7 @@ def _extra(value: Any) -> tuple[str, ...]:
         if option in _OWN_OPTIONS or any(r.split("=")[0] == "h_rt" for r in resources):
             own = "h_rt" if option not in _OWN_OPTIONS else option
             raise OptionsError(
-                f"gridengine.extra line {i + 1} {line!r} is not allowed: the manager sets {own} "
+                f"gridengine.extra line {number} {line!r} is not allowed: the manager sets {own} "
                 "itself; use the form's fields instead."
             )
         out.append(f"{option} {argument}" if argument else option)

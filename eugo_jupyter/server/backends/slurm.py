@@ -20,7 +20,7 @@ from typing import Any
 
 from ...exceptions import OptionsError
 from .. import requests
-from .batch import MAX_NODES, BatchBackend, JobState
+from .batch import MAX_NODES, BatchBackend, JobState, extra_lines
 from .slurm_queue import ENDED, IMPOSSIBLE, SlurmError, reason_sentence, slurm, squeue
 from .slurm_script import SlurmSpec, directives, walltime_seconds
 
@@ -44,30 +44,19 @@ _OWN_OPTIONS = {
 
 
 def _extra(value: Any) -> tuple[str, ...]:
-    lines = value.splitlines() if isinstance(value, str) else value
-    if lines is None:
-        return ()
-    if not isinstance(lines, list) or len(lines) > 32:
-        raise OptionsError(
-            f"slurm.extra={value!r} is not allowed: give up to 32 #SBATCH options, one per line."
-        )
     out = []
-    for i, line in enumerate(lines):
-        if not isinstance(line, str):
-            raise OptionsError(f"slurm.extra[{i}]={line!r} is not allowed: give a line of text.")
-        if not line.strip():
-            continue
+    for number, line in extra_lines(value, "slurm.extra", "#SBATCH"):
         match = _EXTRA_RE.fullmatch(line.strip())
         if match is None:
             raise OptionsError(
-                f"slurm.extra line {i + 1} {line!r} is not allowed: give one option per line, "
+                f"slurm.extra line {number} {line!r} is not allowed: give one option per line, "
                 "such as --qos=short or #SBATCH --constraint=a100, without spaces, quotes or "
                 "shell characters."
             )
         option = match.group(1)
         if option.split("=")[0] in _OWN_OPTIONS:
             raise OptionsError(
-                f"slurm.extra line {i + 1} {line!r} is not allowed: the manager sets "
+                f"slurm.extra line {number} {line!r} is not allowed: the manager sets "
                 f"{option.split('=')[0]} itself; use the form's fields instead."
             )
         out.append(option)
