@@ -94,6 +94,16 @@ class Kernel:
                 text += self.display[display_id] + "\n"
         return text
 
+    def outputs(self, code: str, timeout: float = 300) -> tuple[str, str]:
+        """Run a cell; ``(stdout, stderr)`` as shown under it, its displays and value in stdout."""
+        cell = self.run(code, timeout)
+        shown = "".join(self.display[d] + "\n" for d, owner in self.owner.items() if owner == cell)
+        return self.stream(cell) + shown, self.stream(cell, "stderr")
+
+    def value(self, code: str) -> str:
+        """What a cell shows as its result (its last expression), stripped."""
+        return self.outputs(code)[0].strip()
+
     def stream(self, cell: str, name: str = "stdout") -> str:
         return "".join(t for n, t in self.streams.get(cell, []) if n == name)
 

@@ -8,62 +8,18 @@ value from the first call.
 
 from __future__ import annotations
 
-import os
-import textwrap
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-
-class Kernel:
-    """A running kernel and a helper that runs one cell and returns what the user sees."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    def run(self, code: str) -> tuple[str, str]:
-        """``(stdout, stderr)`` of one cell; fails the test on an error in the cell."""
-        out: list[str] = []
-        err: list[str] = []
-        errors: list[str] = []
-
-        def hook(msg: dict[str, Any]) -> None:
-            content = msg["content"]
-            if msg["msg_type"] == "stream":
-                (out if content["name"] == "stdout" else err).append(content["text"])
-            elif msg["msg_type"] == "error":
-                errors.append("\n".join(content["traceback"]))
-            elif msg["msg_type"] in ("execute_result", "display_data"):
-                out.append(content["data"].get("text/plain", "") + "\n")
-
-        reply = self.client.execute_interactive(
-            textwrap.dedent(code), output_hook=hook, timeout=300
-        )
-        assert reply["content"]["status"] == "ok", "".join(errors) or reply["content"]
-        return "".join(out), "".join(err)
-
-    def value(self, code: str) -> str:
-        return self.run(code)[0].strip()
+from ._kernel import Kernel, kernel_for
 
 
 @pytest.fixture(scope="module")
 def kernel(ray_local: Any) -> Iterator[Kernel]:
-    from jupyter_client.manager import KernelManager
-
-    manager = KernelManager(kernel_name="python3")
-    env = {**os.environ, "EUGO_CLUSTER_ADDRESS": ray_local.address}  # join this module's Ray
-    manager.start_kernel(env=env)
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        ran = Kernel(client)
-        ran.run("import eugo_jupyter as eugo\n%load_ext eugo_jupyter\n")
+    with kernel_for(ray_local.address) as ran:  # join this module's Ray
         yield ran
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=False)
 
 
 def test_a_function_sees_a_global_changed_in_a_later_cell(kernel: Kernel) -> None:
@@ -144,16 +100,16 @@ def test_an_actor_keeps_its_global_and_says_so_and_a_new_one_takes_the_new(
         meter = Meter()
         """
     )
-    out, err = kernel.run("print(eugo.hpc.get(meter.read(2)))")
+    out, err = kernel.outputs("print(eugo.hpc.get(meter.read(2)))")
     assert out.strip() == "6" and "RATE" not in err  # unchanged: silent
     kernel.run("RATE = 100")
-    out, err = kernel.run("print(eugo.hpc.get(meter.read(2)))")
+    out, err = kernel.outputs("print(eugo.hpc.get(meter.read(2)))")
     assert out.strip() == "6"  # the actor keeps its state, and so its old RATE
     assert "StaleGlobalWarning" in err and "RATE was 3" in err and "now 100" in err
     assert "pass RATE as an argument" in err and "create the actor again" in err
-    out, err = kernel.run("print(eugo.hpc.get(meter.read(2)))")
+    out, err = kernel.outputs("print(eugo.hpc.get(meter.read(2)))")
     assert "StaleGlobalWarning" not in err  # said once per change, not on every call
-    out, err = kernel.run("print(eugo.hpc.get(Meter().read(2)))")
+    out, err = kernel.outputs("print(eugo.hpc.get(Meter().read(2)))")
     assert out.strip() == "200" and "StaleGlobalWarning" not in err
 
 
