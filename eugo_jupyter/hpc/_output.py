@@ -89,7 +89,9 @@ class _Area:
     def open(self) -> None:
         from IPython.display import display
 
-        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+        # No data until a line comes: a cell whose calls print nothing shows (and saves) no
+        # output of ours, not even an empty text; the first update gives it its text.
+        self.handle = display({}, raw=True, display_id=True)
 
     def add(self, call: _Call, line: str) -> None:
         self.dirty = True
