@@ -135,6 +135,13 @@ class Latch:
 
     def __init__(self) -> None:
         self.open = False
+        self.waiting = 0  # calls that started and wait on this latch
+
+    def begin(self) -> None:
+        self.waiting += 1
+
+    def begun(self) -> int:
+        return self.waiting
 
     def release(self) -> None:
         self.open = True
@@ -145,6 +152,7 @@ class Latch:
 
 @eugo.hpc.distribute
 def after(latch: Any, value: float) -> float:
+    eugo.hpc.get(latch.begin())
     while not eugo.hpc.get(latch.is_open()):
         time.sleep(0.05)
     return value
@@ -181,7 +189,10 @@ def test_cancel_a_queued_task(ray_local: Any) -> None:
     latch = Latch()
     blocker = after.options(num_cpus=2)(latch, 1.0)
     deadline = time.monotonic() + 120
-    while eugo.hpc.cluster().available("CPU") > 0:  # until the blocker holds both CPUs
+    # Until the blocker runs, so holds both CPUs. (The cluster's free-CPU figure lags: right
+    # after the previous test's tasks it can read 0 before the blocker started, and the
+    # "queued" call then ran and finished before it was cancelled.)
+    while eugo.hpc.get(latch.begun()) == 0:
         assert time.monotonic() < deadline, "the blocking task never started"
         time.sleep(0.2)
     queued = square(3)
