@@ -32,6 +32,7 @@ from pathlib import Path
 from eugo_jupyter.server import monitor
 from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.backends.gridengine import GridEngineBackend
+from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helpers: a real Grid Engine and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -89,17 +90,14 @@ def by_hand(cell: GridEngine, root: Path, run: int) -> float | None:
         _gone([backend.temp_mark(j) for j in jobs])
 
 
-def eugo_start(client: object) -> float:
+def eugo_start(client: ManagerClient) -> float:
     body = {"kind": "gridengine", "name": "bench", "gridengine": FIELDS}
     start = time.perf_counter()
-    model = client.launch(body)  # type: ignore[attr-defined]
-    while model["status"] == "starting":
-        time.sleep(0.05)
-        model = client.cluster(model["id"])  # type: ignore[attr-defined]
+    model = client.launch(body)
+    # The client's own wait: it raises with the card's sentence on an error the server calls final.
+    client.wait_until_running(model["id"], poll=0.05)
     elapsed = time.perf_counter() - start
-    if model["status"] != "running":
-        raise RuntimeError(model["error"])
-    client.shutdown(model["id"])  # type: ignore[attr-defined]
+    client.shutdown(model["id"])
     return elapsed
 
 
