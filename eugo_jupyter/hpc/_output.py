@@ -32,6 +32,8 @@ __all__ = [
     "PER_CALL",
     "PER_CELL",
     "Router",
+    "connected",
+    "disconnect",
     "logs",
     "prepare",
     "prepare_class",
@@ -139,11 +141,13 @@ class Router:
         self.actors: set[str] = set()  # class names whose methods were wrapped
         self.lock = threading.RLock()
         self.thread: threading.Thread | None = None
+        self.exported = False  # whether a wrapped function or class names the hub
 
     # -- at export and at submission (the cell's own thread) ---------------------------------
     def ensure_hub(self) -> None:
         import ray
 
+        self.exported = True
         # One hub per cluster: a new connection (another address, or after a restart) gets its
         # own, under the same name, so functions exported before still find it.
         cluster = ray.get_runtime_context().gcs_address
@@ -180,9 +184,11 @@ class Router:
         """Take what the hub holds and put each line under its call's cell."""
         import ray
 
-        if self.hub is None:
-            return
         with self.lock:
+            # Never from a disconnected kernel: ray.get would start a fresh default Ray here,
+            # on this thread, racing the notebook's own next connection.
+            if self.hub is None or not ray.is_initialized():
+                return
             batches, finished = ray.get(self.hub.take.remote(), timeout=10)
             touched: set[int] = set()
             for key, chunks in batches.items():
@@ -231,6 +237,13 @@ class Router:
             except Exception:  # noqa: BLE001 - a lost hub (cluster gone) loses output only
                 pass
 
+    def disconnect(self) -> None:
+        """Called before Ray shuts down: once this returns, the pump leaves Ray alone until
+        the next connection makes a new hub."""
+        with self.lock:
+            self.hub = None
+            self.cluster = ""
+
     def text_of(self, ref: Any) -> str | None:
         with self.lock:
             call = self.calls.get(ref.task_id().hex())
@@ -242,6 +255,19 @@ class Router:
 
 
 router: Router | None = None
+
+
+def disconnect() -> None:
+    """Stop collecting from the current cluster (before ``ray.shutdown``)."""
+    if router is not None:
+        router.disconnect()
+
+
+def connected() -> None:
+    """Just connected (again): functions exported before name the hub, so it is made on this
+    cluster before any of them runs here."""
+    if router is not None and router.exported:
+        router.ensure_hub()
 
 
 def _router() -> Router | None:

@@ -44,7 +44,7 @@ class _CallSink(_Sink):
     def finish(self) -> None:
         """Send the rest and wait until the hub holds every batch (only if anything printed)."""
         tail: Chunks = self.close()
-        if not self.started:
+        if not self.started or self.lost:
             return
         import ray
 

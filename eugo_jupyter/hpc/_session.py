@@ -181,6 +181,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,
     )
     generation += 1
+    _output.connected()
     return _connection
 
 
@@ -300,6 +301,7 @@ def shutdown() -> None:
     global _connection, generation
     import ray
 
+    _output.disconnect()
     ray.shutdown()
     _connection = None
     generation += 1
@@ -310,6 +312,7 @@ def _at_exit() -> None:
     # Ray's own exit hook may run after this one and would write its logs again: stop it first.
     import ray
 
+    _output.disconnect()
     ray.shutdown()
     _remove_own_temp()
 

@@ -88,7 +88,7 @@ def release(address: str, reason: str) -> ClusterError:
     """Disconnect from the dead cluster; returns the error to raise (the kernel lives on)."""
     import ray
 
-    from . import _session
+    from . import _output, _session
 
     when = datetime.now(timezone.utc).strftime("%H:%M:%S UTC")
     source = _session._connection.source if _session._connection else ""
@@ -96,6 +96,7 @@ def release(address: str, reason: str) -> ClusterError:
         reason = f"it was shut down (noticed at {when}; the EugoHPC Manager no longer lists it)"
     else:
         reason = f"{reason} (noticed at {when})"
+    _output.disconnect()  # first: its pump must not start a new Ray on the dead one's address
     try:
         ray.shutdown()
     except Exception:  # noqa: BLE001 - the cluster is gone; only our side is torn down

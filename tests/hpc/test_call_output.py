@@ -176,3 +176,20 @@ def test_pandas_partitions_print_under_the_cell(kernel: Kernel) -> None:
         """
     )
     assert kernel.until(lambda: kernel.under(cell).count("partition of 4") == 2), kernel.under(cell)
+
+
+def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
+    kernel: Kernel,
+) -> None:
+    """Last in this module: it disconnects the kernel. Before, the pump's ``ray.get`` started a
+    default Ray on its own thread after ``eugo.hpc.shutdown()``, and the notebook's next call
+    failed with "Perhaps you called ray.init twice by accident?"."""
+    kernel.run("eugo.hpc.get(talk('before'))")
+    pumped = kernel.value(
+        "import ray\nfrom eugo_jupyter.hpc import _output\n"
+        "eugo.hpc.shutdown()\n_output.router.pump()\nray.is_initialized()"
+    )
+    assert pumped == "False"
+    cell = kernel.run("print('again', eugo.hpc.get(talk('after the shutdown')))")
+    assert "again 1" in kernel.stream(cell), kernel.stream(cell)
+    assert kernel.until(lambda: "[talk] after the shutdown 0" in kernel.under(cell))

@@ -87,6 +87,7 @@ class _Sink:
     def __init__(self, hub_name: str | None, cell_id: str) -> None:
         self._hub_name, self._cell_id = hub_name, cell_id
         self._hub: Any = None
+        self.lost = False  # no hub could be found: lines go to the process's own streams
         self._lock = threading.Lock()
         self._chunks: Chunks = []
         self.sent = 0
@@ -94,13 +95,26 @@ class _Sink:
         self._thread: threading.Thread | None = None
 
     def add(self, stream: str, text: str) -> None:
-        if self._thread is None and self._hub_name is not None:
+        if self._thread is None and self._hub_name is not None and not self.lost:
             # Found and started on the first print: a quiet cell pays for neither.
             import ray
 
-            self._hub = ray.get_actor(self._hub_name)
-            self._thread = threading.Thread(target=self._loop, name="eugo-cell-output", daemon=True)
-            self._thread.start()
+            try:
+                self._hub = ray.get_actor(self._hub_name)
+            except ValueError:
+                # No hub on this cluster (its kernel went away, or has not made one since it
+                # connected again): the lines go to Ray's log stream. Never fail the call.
+                self.lost = True
+            else:
+                self._thread = threading.Thread(
+                    target=self._loop, name="eugo-cell-output", daemon=True
+                )
+                self._thread.start()
+        if self.lost:
+            real = sys.__stderr__ if stream == "stderr" else sys.__stdout__
+            if stream in ("stdout", "stderr") and real is not None:
+                real.write(text)
+            return
         with self._lock:
             if self._chunks and self._chunks[-1][0] == stream:
                 self._chunks[-1] = (stream, self._chunks[-1][1] + text)
