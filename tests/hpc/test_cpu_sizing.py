@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import eugo_jupyter as eugo
@@ -17,7 +18,12 @@ def test_a_sleeping_two_cpu_task_is_overrequested(ray_local: object) -> None:
     with eugo.hpc.profile() as run:
         eugo.hpc.get([waits(0.3), waits(0.3)])
     found = [f for f in run.report().findings if f["kind"] == "cpu_overrequest"]
-    assert len(found) == 1 and "asked for 2 CPUs per call and used 0.0" in found[0]["message"]
+    assert len(found) == 1, run.report().findings
+    # A sleep uses next to no CPU; how little depends on the machine's load (0.0 idle, 0.1 on a
+    # busy CI runner), so the figure is read, not matched.
+    message = found[0]["message"]
+    used = re.search(r"asked for 2 CPUs per call and used (\d+\.\d) on average", message)
+    assert used is not None and float(used.group(1)) < 1.0, message
     assert "waits.options(num_cpus=1)" in found[0]["fix"]
 
 
