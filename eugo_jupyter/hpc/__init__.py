@@ -14,9 +14,9 @@ from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._map import map
 from ._output import logs
-from ._profile import Report, Run, profile
-from ._readiness import readiness
-from ._readiness_model import ReadinessReport
+from ._profile.run import Report, Run, profile
+from ._readiness.measure import readiness
+from ._readiness.report import ReadinessReport
 from ._session import Connection, init, shutdown
 from .optimize import OptimizationReport, optimize, set_optimize
 

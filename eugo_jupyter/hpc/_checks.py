@@ -17,7 +17,7 @@ from .._raystate import Snapshot, snapshot
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
 from ._feasibility import fix_for, infeasible_reason
-from ._sizing import pickle_problem
+from ._serialized import pickle_problem
 from ._submissions import RequestKey
 
 __all__ = ["current_snapshot", "explain_unpicklable", "infeasible_message", "warn_if_infeasible"]

@@ -15,7 +15,7 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
-- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyse``, ``submit_cell``, ``CellRun``);
+- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
 - Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
   :func:`dashboard_auth_headers`, :func:`published_dashboard`;
 - :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.

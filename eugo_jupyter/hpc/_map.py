@@ -28,7 +28,7 @@ from ..exceptions import MapItemError, OptionsError, SerializationError
 from . import _data_location, _distribute, _session
 from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order, slots
 from ._options import optimize_mode, request_of, resolve_options
-from ._sizing import pickle_problem
+from ._serialized import pickle_problem
 
 __all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
 

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .._rayprobe import reachable
+from .._rayaddress import reachable
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 from . import _output
@@ -163,7 +163,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         _notice_lost_machines()
         use_token_auth()
         if not target.startswith("ray://") and target not in ("auto", "local"):
-            from .._rayprobe import auth_mismatch
+            from .._rayaddress import auth_mismatch
 
             mismatch = auth_mismatch(target)
             if mismatch:

@@ -53,7 +53,7 @@ def watched_address() -> str | None:
 def gone(address: str) -> str | None:
     """Why the cluster at ``address`` is gone, or None while its head answers."""
     global _unanswered
-    from .._rayprobe import gcs_wants_token, tcp_answer
+    from .._rayaddress import gcs_wants_token, tcp_answer
 
     answer = tcp_answer(address, timeout=3.0)
     if answer == "refused":

@@ -144,7 +144,7 @@ class EugoMagics(Magics):
         number = self._cell_number()
         raw = (f"%%distribute {line}".rstrip()) + "\n" + cell
         filename = self.shell.compile.cache(raw, number)
-        plan = cells.analyse(cell, filename, first_line=2)
+        plan = cells.analyze(cell, filename, first_line=2)
         user_ns = self.shell.user_ns
         inputs = {name: user_ns[name] for name in plan.free if name in user_ns}
         label = args.name or f"%%distribute In[{number}]"

@@ -15,7 +15,7 @@ import functools
 from typing import Any
 
 from .. import _nvml
-from .._rayprobe import reachable
+from .._rayaddress import reachable
 from ..hpc._internal import (
     dashboard_auth_headers,
     published_dashboard,

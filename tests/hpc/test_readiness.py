@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import eugo_jupyter as eugo
-from eugo_jupyter.hpc._readiness_model import Measurements, plan_batches, predict
+from eugo_jupyter.hpc._readiness.model import Measurements, plan_batches, predict
 
 
 @pytest.fixture(scope="module")

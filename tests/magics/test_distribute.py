@@ -31,9 +31,9 @@ def test_reads_from_and_writes_to_the_namespace(shell: Any, run: Any) -> None:
 
 
 def test_only_free_variables_are_shipped() -> None:
-    from eugo_jupyter.hpc.cells import analyse
+    from eugo_jupyter.hpc.cells import analyze
 
-    plan = analyse("y = x + 1\nz = y * 2\nfor i in range(n):\n    w = i\nprint(w)\n")
+    plan = analyze("y = x + 1\nz = y * 2\nfor i in range(n):\n    w = i\nprint(w)\n")
     assert set(plan.free) == {"x", "n", "range", "w", "print"}  # y and i are bound before use
     assert set(plan.assigned) == {"y", "z", "i", "w"}
 

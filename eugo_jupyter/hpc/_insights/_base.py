@@ -16,7 +16,7 @@ from ..._units import format_bytes
 
 __all__ = ["Analysis", "Finding", "FunctionStats", "finding"]
 
-Task = Mapping[str, Any]  # a TaskRecord of eugo_jupyter.hpc._recording, read as a mapping
+Task = Mapping[str, Any]  # a TaskRecord of eugo_jupyter.hpc._profile.recording, read as a mapping
 
 
 class Finding(TypedDict):

@@ -8,12 +8,12 @@
 The wire format (the ``spec`` and ``payload`` dicts) is owned here; the ``%%distribute`` magic
 in ``eugo_jupyter.magics`` parses flags and renders errors, nothing else.
 
->>> analyse("import math\\nr = math.sqrt(a)\\nr").free
+>>> analyze("import math\\nr = math.sqrt(a)\\nr").free
 ('a',)
 """
 
 from ...exceptions import CellError
-from .analysis import CellPlan, analyse
+from .analysis import CellPlan, analyze
 from .run import POLL, CellRun, adopt, submit_cell, unpicklable_inputs
 from .worker import FLUSH_INTERVAL, Chunks, OutputHub, notebook_cell, pickle_problem
 
@@ -26,7 +26,7 @@ __all__ = [
     "Chunks",
     "OutputHub",
     "adopt",
-    "analyse",
+    "analyze",
     "notebook_cell",
     "pickle_problem",
     "submit_cell",

@@ -3,7 +3,7 @@
 Free names are those read before the cell surely binds them (they are sent to the worker);
 assigned names come back. Nested scopes are read through :mod:`symtable`.
 
->>> plan = analyse("y = x + 1\\nprint(y)")
+>>> plan = analyze("y = x + 1\\nprint(y)")
 >>> plan.free, plan.assigned
 (('x', 'print'), ('y',))
 """
@@ -15,7 +15,7 @@ import symtable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CellPlan", "analyse"]
+__all__ = ["CellPlan", "analyze"]
 
 
 @dataclass(frozen=True)
@@ -174,13 +174,13 @@ def _nested_global_writes(table: symtable.SymbolTable) -> set[str]:
     return names
 
 
-def analyse(source: str, filename: str = "<cell>", first_line: int = 1) -> CellPlan:
+def analyze(source: str, filename: str = "<cell>", first_line: int = 1) -> CellPlan:
     """Parse a cell: free names (read before the cell binds them), bound names, a last expression.
 
     Line numbers in a ``SyntaxError`` (and later in tracebacks) count from ``first_line``, so a
     body that starts on line 2 of a notebook cell reports the cell's own line numbers.
 
-    >>> analyse("import math\\nr = math.sqrt(a)\\nr").free
+    >>> analyze("import math\\nr = math.sqrt(a)\\nr").free
     ('a',)
     """
     padded = "\n" * (first_line - 1) + source

@@ -6,7 +6,7 @@ follows: waiting (with a timeout that cancels the task), the output read from th
 runs, and binding the names the cell assigned into the notebook's namespace (a plain dict, so
 nothing here needs IPython). The magic only parses flags and renders errors.
 
->>> plan = analyse("total = sum(data)")
+>>> plan = analyze("total = sum(data)")
 >>> run = submit_cell(plan, "<cell>", {"data": [1, 2]}, {}, "demo")  # doctest: +SKIP
 >>> run.wait(emit=print)                                   # doctest: +SKIP
 >>> user_ns = {}; run.bind(run.payload, user_ns); user_ns  # doctest: +SKIP

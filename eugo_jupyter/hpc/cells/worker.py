@@ -24,7 +24,7 @@ import traceback
 from typing import Any
 
 from ...exceptions import CellError
-from .._sizing import pickle_problem
+from .._serialized import pickle_problem
 
 __all__ = ["FLUSH_INTERVAL", "Chunks", "OutputHub", "notebook_cell", "pickle_problem"]
 

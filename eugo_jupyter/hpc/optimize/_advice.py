@@ -2,7 +2,7 @@
 
 The sampled item runs here through :func:`~eugo_jupyter.hpc.optimize.optimize`; the measured
 ratio of compiled to plain time scales the per-item times the readiness measured on the
-workers, and the same prediction (:func:`~.._readiness_model.predict`) gives the run with
+workers, and the same prediction (:func:`~.._readiness.model.predict`) gives the run with
 ``optimize=True``, compile seconds included.
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 import statistics
 from typing import Any
 
-from .._readiness_model import Check, Measurements, Prediction, fmt_s, predict
+from .._readiness.model import Check, Measurements, Prediction, fmt_s, predict
 
 __all__ = ["NAME", "compile_check"]
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ... import _rayprobe
+from ... import _rayaddress
 from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
 from .. import monitor, proxy_policy, requests
@@ -133,7 +133,7 @@ class ConnectBackend(Backend):
 def _protocol_problem(address: str) -> str | None:
     """Why connecting to ``address`` would fail in a confusing way, or None (blocking)."""
     if address.startswith("ray://"):
-        if _rayprobe.speaks_ray_client(address, 5.0):
+        if _rayaddress.speaks_ray_client(address, 5.0):
             return None
         return (
             f"Something answers at {address}, but not as a Ray client server. Give the address "
@@ -141,7 +141,7 @@ def _protocol_problem(address: str) -> str | None:
             "(host:port) without ray://."
         )
     monitor.auth_headers()  # sets this process's auth mode, as a connection would
-    return _rayprobe.auth_mismatch(address, 5.0)
+    return _rayaddress.auth_mismatch(address, 5.0)
 
 
 def _checked_dashboard(url: Any, gcs_address: str) -> str | None:

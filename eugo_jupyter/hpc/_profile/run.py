@@ -1,13 +1,13 @@
 """``eugo.hpc.profile()``: record every call and ``get`` of a block, then report what slowed it.
 
 While a profile records, each call made through ``eugo.hpc`` (``@distribute`` functions, actor
-methods and ``map``) is submitted through :class:`~._recording.Recorder`, which also learns, as
+methods and ``map``) is submitted through :class:`~.recording.Recorder`, which also learns, as
 a second Ray object, when the call ran and on which worker (measured on the worker). The caller
 still receives the call's own future. Outside a profile the submission path is untouched: one
 module-level ``None`` check.
 
-The recorded run becomes a plain model (:meth:`Run.model`) that :mod:`._insights` analyses;
-:class:`~._report.Report` renders it.
+The recorded run becomes a plain model (:meth:`Run.model`) that :mod:`.._insights` analyzes;
+:class:`~.report.Report` renders it.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import os
 import time
 from typing import Any
 
-from .._gpu_use import AuditRecord
-from . import _hooks, _session
-from ._insights import analyze
-from ._probe import Timing
-from ._recording import Recorder, RunModel, TaskRecord
-from ._report import Report
+from ..._gpu_use import AuditRecord
+from .. import _hooks, _session
+from .._insights import analyze
+from .recording import Recorder, RunModel, TaskRecord
+from .report import Report
+from .worker import Timing
 
 __all__ = ["Report", "Run", "profile"]
 
@@ -56,9 +56,9 @@ class Run(Recorder):
         self.ended = time.time()
         self._sizes.clear()
         self._got.clear()
-        from . import _run_findings
+        from . import findings
 
-        _run_findings.save_later(self)  # the EugoHPC Manager shows the findings on the card
+        findings.save_later(self)  # the EugoHPC Manager shows the findings on the card
 
     def _forget_timings(self) -> None:
         self._timings = None
@@ -94,7 +94,7 @@ class Run(Recorder):
         """The run as plain data; times are seconds since the block began.
 
         Waits up to ``wait`` seconds for calls still running. ``tasks`` holds one
-        :class:`~._recording.TaskRecord` per call, ``gets`` one :class:`~._recording.GetRecord`
+        :class:`~.recording.TaskRecord` per call, ``gets`` one :class:`~.recording.GetRecord`
         per ``get``; ``duration`` and ``cluster`` (resource totals) describe the run.
         """
         t0 = self.started if self.started is not None else time.time()

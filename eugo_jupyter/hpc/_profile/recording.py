@@ -1,13 +1,13 @@
 """The recording half of ``eugo.hpc.profile()``: what was submitted and fetched, and the model.
 
 While a profile records, :class:`Recorder` is the submission path of ``@distribute`` functions,
-actor methods and ``map``: each call runs through :mod:`._probe` on the worker, which also
+actor methods and ``map``: each call runs through :mod:`.worker` on the worker, which also
 returns (as a second Ray object) when and where it ran. ``get`` reports each call here. The
-recording holds no user object alive: arguments are sized with :mod:`._sizing` (futures inside
+recording holds no user object alive: arguments are sized with :mod:`.._serialized` (futures inside
 them are never pickled out of band, which would pin them) and known by id only.
 
 The shapes of the model (:class:`RunModel` and its records) are defined here, once;
-:mod:`._insights` reads them.
+:mod:`.._insights` reads them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any, TypedDict
 
-from . import _probe, _sizing, _static
+from .. import _serialized, _static
+from . import worker
 
 __all__ = ["ArgRecord", "GetRecord", "Recorder", "RunModel", "TaskRecord"]
 
@@ -107,8 +108,10 @@ class _Function:
         self.remotes: dict[str, Any] = {}
         self.definition = definition
         self.writes = _static.global_writes(target)
-        self.size = _sizing.function_size(target) if not isinstance(target, type) else 0
-        self.captured = _sizing.captured_sizes(target) if self.size >= Recorder.LARGE_ARG else []
+        self.size = _serialized.function_size(target) if not isinstance(target, type) else 0
+        self.captured = (
+            _serialized.captured_sizes(target) if self.size >= Recorder.LARGE_ARG else []
+        )
         self.is_async = isinstance(target, type) and any(
             inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
             for v in vars(target).values()
@@ -197,7 +200,7 @@ class Recorder:
         if cached is not None and _matches(cached[0], value):
             return cached[1]
         try:
-            size = _sizing.pickled_size(value)
+            size = _serialized.pickled_size(value)
         except Exception:  # noqa: BLE001 - Ray will report the pickling error itself
             size = 0
         self._sizes[id(value)] = (_fingerprint(value), size)
@@ -264,7 +267,7 @@ class Recorder:
 
             @functools.wraps(fn)  # Ray names the function (and its size warnings) after this
             def run(*args: Any, **kwargs: Any) -> Any:
-                return _probe.timed_call(fn, args, kwargs)
+                return worker.timed_call(fn, args, kwargs)
 
             opts = {"name": label, **options, "num_returns": 2}
             remote = info.remotes[key] = ray.remote(run).options(**opts)
@@ -344,7 +347,7 @@ class Recorder:
             value_ref, timing_ref = plain.remote(*args, **kwargs), None
         else:
             call = handle.__ray_call__.options(num_returns=2, name=label)
-            value_ref, timing_ref = call.remote(_probe.timed_method, method, *args, **kwargs)
+            value_ref, timing_ref = call.remote(worker.timed_method, method, *args, **kwargs)
         self._record(record, value_ref, timing_ref)
         return value_ref
 

@@ -5,7 +5,7 @@ and the items pickle; check that the request can run at all; run a sample of ite
 the slots, at once (timing each, sizing results, and, when GPUs are requested, asking the GPU
 audit's measurement whether the function touched one); measure what ``map`` itself costs on this
 cluster (its setup, each batch, each byte shipped) with small maps of no-op calls; look for file
-paths among the items on every node; then hand the numbers to :mod:`._readiness_model` for the
+paths among the items on every node; then hand the numbers to :mod:`.model` for the
 prediction, the verdict and the checklist.
 """
 
@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _checks, _data_location, _hooks, _session
-from ._batching import slots as _slots
-from ._map import _unwrap
-from ._options import optimize_mode, request_of
-from ._readiness_model import Check, Measurements, ReadinessReport, predict, timing_checks
-from ._sizing import pickle_problem
+from .. import _checks, _data_location, _hooks, _session
+from .._batching import slots as _slots
+from .._map import _unwrap
+from .._options import optimize_mode, request_of
+from .._serialized import pickle_problem
+from .model import Check, Measurements, predict, timing_checks
+from .report import ReadinessReport
 
 __all__ = ["readiness"]
 
@@ -174,7 +175,7 @@ class _Readiness:
 
     def _timed_map(self, items: list[Any]) -> float:
         """Seconds for ``map`` of a no-op over ``items``, one per batch: map's own costs only."""
-        from ._map import map as map_
+        from .._map import map as map_
 
         clock = time.perf_counter()
         map_(_noop, items, batch_size=1, progress=False, **self.opts)
@@ -286,7 +287,7 @@ class _Readiness:
         prediction = predict(m)
         self.gpu_check(found["audit"])
         self.checks.extend(timing_checks(m, prediction))
-        from .optimize import _advice  # would optimize=True pay more than distributing?
+        from ..optimize import _advice  # would optimize=True pay more than distributing?
 
         advice = _advice.compile_check(self.plain, sampled[0], self.shared, m, prediction,
                                        self.optimize)  # fmt: skip

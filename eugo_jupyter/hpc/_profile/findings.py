@@ -1,6 +1,6 @@
 """Keep a profiled run's findings next to its cluster's record, for the EugoHPC Manager's card.
 
-When a ``with eugo.hpc.profile()`` block ends, :func:`save_later` analyses the run in a
+When a ``with eugo.hpc.profile()`` block ends, :func:`save_later` analyzes the run in a
 background thread (its tasks may still be finishing) and writes a small
 :class:`~eugo_jupyter.records.RunFindings` through :func:`eugo_jupyter.records.write_findings`.
 Only clusters the manager knows (a record whose address is the one this kernel is connected to)
@@ -19,8 +19,8 @@ __all__ = ["cluster_id", "run_findings", "save", "save_later"]
 
 def cluster_id() -> str | None:
     """The id of the manager's record for the cluster this kernel is connected to, else None."""
-    from .. import records
-    from . import _session
+    from ... import records
+    from .. import _session
 
     connection = _session._connection
     if connection is None or connection.embedded:
@@ -75,8 +75,8 @@ def run_findings(report: Any) -> dict[str, Any]:
 
 
 def save(run: Any, target: str | None) -> None:
-    """Analyse ``run`` and store its findings for cluster ``target``."""
-    from .. import records
+    """Analyze ``run`` and store its findings for cluster ``target``."""
+    from ... import records
 
     if target is None or not run._tasks:
         return

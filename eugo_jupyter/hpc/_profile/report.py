@@ -1,7 +1,7 @@
 """How a profiled run is shown: :class:`Report` renders statistics, findings and a timeline.
 
 Built by :meth:`eugo_jupyter.hpc.Run.report` from the run's model and its analysis
-(:mod:`._insights`); every part is plain data too (:meth:`Report.to_dict`), for the panel.
+(:mod:`.._insights`); every part is plain data too (:meth:`Report.to_dict`), for the panel.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import io
 from collections.abc import Callable
 from typing import Any, Literal, cast
 
-from .._units import format_bytes
-from ._insights import Analysis, Finding, FunctionStats
-from ._recording import RunModel
+from ..._units import format_bytes
+from .._insights import Analysis, Finding, FunctionStats
+from .recording import RunModel
 
 __all__ = ["Report"]
 
@@ -72,7 +72,7 @@ class Report:
         self.summary: dict[str, Any] = analysis["summary"]
         self.functions: list[FunctionStats] = analysis["functions"]
         self.findings: list[Finding] = analysis["findings"]
-        from .optimize import _profiled
+        from ..optimize import _profiled
 
         #: One row per function run with optimize= (``optimize._profiled.OptimizationRow``).
         self.optimizations: list[Any] = list(_profiled.section(model))
@@ -186,7 +186,7 @@ class Report:
         )
         optimized = ""
         if self.optimizations:
-            from .optimize import _profiled
+            from ..optimize import _profiled
 
             items = "".join(
                 f"<li>{html.escape(line)}</li>" for line in _profiled.lines(self.optimizations)
@@ -207,7 +207,7 @@ class Report:
         for item in self.findings:
             lines.append(f"- [{item['kind']}] {item['message']} Fix: {item['fix']}")
         if self.optimizations:
-            from .optimize import _profiled
+            from ..optimize import _profiled
 
             lines.append("Optimizations:")
             lines += [f"  {line}" for line in _profiled.lines(self.optimizations)]
