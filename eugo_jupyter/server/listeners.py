@@ -1,9 +1,10 @@
 """Who listens on a TCP port of this machine: the kernel's socket table and its owning processes.
 
-Blocking functions, reading ``/proc/net/tcp``, ``/proc/net/tcp6`` and ``/proc/<pid>/fd``. The
-kernel fills these in, so a process cannot pretend to own a socket it does not hold: the
-dashboard proxy uses them to prove that a dashboard port belongs to the cluster's own Ray session
-before it sends this account's Ray token there (:mod:`.proxy_policy`).
+Blocking functions, over the kernel's socket tables and open descriptors as
+:mod:`.backends.processes` (the one reader of ``/proc``) reads them. The kernel fills these in,
+so a process cannot pretend to own a socket it does not hold: the dashboard proxy uses them to
+prove that a dashboard port belongs to the cluster's own Ray session before it sends this
+account's Ray token there (:mod:`.proxy_policy`).
 
 Only processes whose ``/proc/<pid>/fd`` this account may read are seen (its own, or all as
 root): a socket held by another account's process has no known owner, which a caller treats as
@@ -16,9 +17,9 @@ root): a socket held by another account's process has no known owner, which a ca
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass
-from pathlib import Path
+
+from .backends import processes
 
 __all__ = ["Listener", "listening", "owners", "session_of"]
 
@@ -46,42 +47,19 @@ def _address(hex_address: str) -> str:
 def listening(port: int) -> list[Listener]:
     """Every socket listening on TCP ``port`` of this machine (IPv4 and IPv6)."""
     found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
+    for fields in processes.tcp_sockets():
+        if len(fields) < 10 or fields[3] != _LISTEN:
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != _LISTEN:
-                continue
-            host, _, hex_port = fields[1].rpartition(":")
-            if int(hex_port, 16) != port:
-                continue
-            found.append(Listener(_address(host), port, int(fields[7]), int(fields[9])))
+        host, _, hex_port = fields[1].rpartition(":")
+        if int(hex_port, 16) != port:
+            continue
+        found.append(Listener(_address(host), port, int(fields[7]), int(fields[9])))
     return found
 
 
 def owners(inode: int) -> list[int]:
     """The pids holding socket ``inode`` open (those whose descriptors this account may read)."""
-    target = f"socket:[{inode}]"
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            descriptors = os.scandir(f"/proc/{entry.name}/fd")
-        except OSError:  # gone, or another account's process
-            continue
-        with descriptors:
-            for fd in descriptors:
-                try:
-                    if os.readlink(fd.path) == target:
-                        pids.append(int(entry.name))
-                        break
-                except OSError:
-                    continue
-    return pids
+    return processes.socket_holders(inode)
 
 
 def session_of(pid: int) -> tuple[int, str | None] | None:
@@ -91,15 +69,12 @@ def session_of(pid: int) -> tuple[int, str | None] | None:
     the folder is the ``--session-dir`` its command line names (every process of a Ray node
     names it).
     """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+    session = processes.session_id(pid)
+    args = processes.arguments(pid, own=False)
+    if session is None or args is None:
         return None
-    # Fields after the parenthesised command: state, ppid, pgrp, session, ...
-    session = int(stat[stat.rfind(")") + 2 :].split()[3])
     folder = None
-    for arg in raw.decode(errors="replace").split("\0"):
+    for arg in args:
         for name in ("--session-dir=", "--session_dir="):
             if arg.startswith(name):
                 folder = arg[len(name) :].rstrip("/")

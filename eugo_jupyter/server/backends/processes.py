@@ -1,8 +1,9 @@
 """The processes of a cluster on this machine: finding exactly them, and stopping exactly them.
 
 Blocking functions, reading ``/proc``: this module is the one place that reads it
-(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`start_time`); other
-modules and the tests call these.
+(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`start_time`,
+:func:`session_id`, :func:`socket_holders`, :func:`tcp_sockets`); other modules and the tests
+call these.
 A cluster's processes are its nodes' process groups (each ``ray start`` runs in a session of its
 own), their descendants, and the orphans whose command line names the cluster's temp folder; a
 process is matched by (pid, start time), so a reused pid or process group id is never
@@ -23,7 +24,7 @@ from pathlib import Path
 
 __all__ = [
     "arguments", "cluster_processes", "cmdline", "descendants", "group_members", "owned_groups",
-    "pids", "start_time", "stop", "table",
+    "pids", "session_id", "socket_holders", "start_time", "stop", "table", "tcp_sockets",
 ]  # fmt: skip
 
 
@@ -92,6 +93,51 @@ def start_time(pid: int) -> int | None:
         return None
     rest = stat[stat.rfind(")") + 2 :].split()
     return None if rest[0] in ("Z", "X") else int(rest[19])
+
+
+def session_id(pid: int) -> int | None:
+    """Process ``pid``'s session id, as the kernel keeps it; None once it is gone.
+
+    A process cannot join another account's session: the id is proof of where it came from.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the parenthesised command: state, ppid, pgrp, session, ...
+    return int(stat[stat.rfind(")") + 2 :].split()[3])
+
+
+def socket_holders(inode: int) -> list[int]:
+    """The pids holding socket ``inode`` open (those whose descriptors this account may read)."""
+    target = f"socket:[{inode}]"
+    found = []
+    for pid in pids():
+        try:
+            descriptors = os.scandir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or another account's process
+            continue
+        with descriptors:
+            for fd in descriptors:
+                try:
+                    if os.readlink(fd.path) == target:
+                        found.append(pid)
+                        break
+                except OSError:
+                    continue
+    return found
+
+
+def tcp_sockets() -> list[list[str]]:
+    """The kernel's TCP socket tables (IPv4, then IPv6), one list of fields per socket."""
+    rows = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        rows += [line.split() for line in lines]
+    return rows
 
 
 def owned_groups(pgids: list[int], temp_dir: str) -> list[int]:
