@@ -114,3 +114,11 @@ def test_every_guide_is_in_the_docs_index() -> None:
     index = (DOCS / "index.md").read_text()
     missing = [p.stem for p in (DOCS / "guides").glob("*.md") if f"guides/{p.stem}" not in index]
     assert not missing, missing
+
+
+def test_the_panel_links_findings_to_the_same_docs() -> None:
+    from eugo_jupyter.hpc._insights._base import DOCS_URL
+
+    panel = (ROOT / "labextension" / "src" / "panel" / "findings.tsx").read_text()
+    assert f"export const DOCS_URL = '{DOCS_URL}';" in panel
+    assert "guides/run-report.html#finding-" in panel
