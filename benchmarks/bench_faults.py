@@ -1,4 +1,4 @@
-"""The README's "Reliability" figures: faults and hostile input against real processes.
+"""The figures of docs/guides/reliability.md: faults and hostile input against real processes.
 
 One run, on this machine, prints one line per figure:
 

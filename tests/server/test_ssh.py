@@ -193,7 +193,7 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
     # The same path as with the defaults, on shorter timers (the test took 195 s, most of it
     # waiting): the head's GCS declares a silent node dead after 3 missed health checks of 2 s
     # instead of Ray's 5 of 10 s (seen in ~12 s, not ~65), and the driver's keepalive, which
-    # eugo.hpc sets to 60 s + 30 s unless the user chose (see the README), is 5 s + 5 s. The
+    # eugo.hpc sets to 60 s + 30 s unless the user chose (see docs/guides/ssh.md), is 5 s + 5 s. The
     # head and the driver inherit this environment; the hosts' nodes are not affected.
     for name, value in (("period_ms", 2000), ("timeout_ms", 2000), ("failure_threshold", 3)):
         monkeypatch.setenv(f"RAY_health_check_{name}", str(value))

@@ -32,10 +32,19 @@ from typing import Any
 
 from ..._gpu_use import AuditRecord
 from . import _cpus, _pipeline, _scheduling, _usage
-from ._base import Analysis, Finding, FunctionStats, finished
+from ._base import KINDS, Analysis, Finding, FunctionStats, doc_url, finished
 from ._scheduling import function_stats
 
-__all__ = ["Analysis", "Finding", "FunctionStats", "analyze", "findings", "function_stats"]
+__all__ = [
+    "KINDS",
+    "Analysis",
+    "Finding",
+    "FunctionStats",
+    "analyze",
+    "doc_url",
+    "findings",
+    "function_stats",
+]
 
 
 def findings(

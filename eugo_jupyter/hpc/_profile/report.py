@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal, cast
 
 from ..._units import format_bytes
-from .._insights import Analysis, Finding, FunctionStats
+from .._insights import Analysis, Finding, FunctionStats, doc_url
 from .recording import RunModel
 
 __all__ = ["Report"]
@@ -167,7 +167,9 @@ class Report:
         stats = f"<table class='eugo-profile'><tr>{cells}</tr>{rows}</table>"
         if self.findings:
             found = "".join(
-                f"<tr><td>{html.escape(f['kind'])}</td><td>{html.escape(f['function'])}</td>"
+                f"<tr><td><a href='{html.escape(doc_url(f['kind']))}' target='_blank' "
+                f"title='what this finding means'>{html.escape(f['kind'])}</a></td>"
+                f"<td>{html.escape(f['function'])}</td>"
                 f"<td style='text-align:left'>{html.escape(f['message'])}</td>"
                 f"<td style='text-align:left'>{html.escape(f['fix'])}</td></tr>"
                 for f in self.findings

@@ -9,6 +9,16 @@ export interface IFinding {
   fix: string;
 }
 
+/**
+ * Where each kind of finding is explained: the docs' run-report guide, one section per kind
+ * (DOCS_URL in eugo_jupyter/hpc/_insights/_base.py; Sphinx writes `_` in the label as `-`).
+ */
+export const DOCS_URL = 'https://eugo-jupyter.readthedocs.io/en/latest/';
+
+export function findingDocUrl(kind: string): string {
+  return `${DOCS_URL}guides/run-report.html#finding-${kind.replace(/_/g, '-')}`;
+}
+
 /** One profiled run, as `eugo_jupyter.records.RunFindings` stores it. */
 export interface IRunFindings {
   created: number;
@@ -76,7 +86,15 @@ function Run({ run }: { run: IRunFindings }): JSX.Element {
         <ul className="eugo-Findings-list">
           {run.findings.map((f, index) => (
             <li key={index} className="eugo-Finding" data-kind={f.kind}>
-              <span className="eugo-Tag">{f.kind}</span>{' '}
+              <a
+                className="eugo-Tag"
+                href={findingDocUrl(f.kind)}
+                target="_blank"
+                rel="noopener noreferrer"
+                title="What this finding means"
+              >
+                {f.kind}
+              </a>{' '}
               <code>{f.function}</code>
               <p className="eugo-Finding-message">{f.message}</p>
               <p className="eugo-Finding-fix">
