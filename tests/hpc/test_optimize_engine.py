@@ -263,3 +263,51 @@ def test_without_numba_optimize_says_how_to_install_it_and_runs_plain() -> None:
     assert lines[0] == "45 False"
     assert "pip install numba" in lines[1] and "the plain function ran" in lines[1]
     assert "pip install numba" in lines[2]
+
+
+def test_a_function_that_reads_a_file_keeps_python_and_its_numeric_helper_is_compiled(
+    tmp_path: object,
+) -> None:
+    # What a task that reads its input in Python and calls a numeric helper gets: numba cannot
+    # type open() or np.load, so the function itself runs as Python around the compiled helper.
+    nb = Notebook()
+    nb.cell(
+        "def smooth(a, passes):\n    out = a.copy()\n    n = a.shape[0]\n"
+        "    for _ in range(passes):\n        src = out.copy()\n        for i in range(n):\n"
+        "            out[i] = (src[i - 1] + src[i] + src[(i + 1) % n]) / 3\n    return out\n"
+    )
+    nb.cell(
+        "import numpy as np\n\ndef load_and_smooth(path):\n    with open(path, 'rb') as f:\n"
+        "        data = np.load(f)\n    return float(smooth(data, 4).sum())\n"
+    )
+    path = f"{tmp_path}/data.npy"
+    np.save(path, np.linspace(0.0, 1.0, 5_000))
+    plain = nb["load_and_smooth"](path)
+    report = eugo.hpc.optimize(nb["load_and_smooth"], path)
+    assert report.result == pytest.approx(plain, rel=1e-12)
+    text = repr(report)
+    assert report.compiled, text
+    assert "the helper smooth compiled (numba.njit)" in text
+    assert "load_and_smooth itself runs as Python" in text
+    data = report.as_dict()
+    assert data["verification"]["calls"] >= 2 and data["verification"]["difference"] == ""
+
+
+def test_a_helper_numba_cannot_type_stays_python_and_the_answer_is_unchanged(
+    tmp_path: object,
+) -> None:
+    nb = Notebook()
+    nb.cell("import os\n\ndef name_of(path):\n    return os.path.basename(path).upper()\n")
+    nb.cell(
+        "def label(path):\n    with open(path) as f:\n        size = len(f.read())\n"
+        "    return name_of(path) + str(size)\n"
+    )
+    path = f"{tmp_path}/tile.txt"
+    with open(path, "w") as f:
+        f.write("abc")
+    fn = Optimized(nb["label"], force=True)
+    for _ in range(3):
+        assert fn(path) == "TILE.TXT3"
+    entry = fn.entry()
+    assert entry.state == "python"  # nothing compiled: said, not shown as compiled
+    assert "numba could not type its helpers either" in entry.reason, entry.reason

@@ -8,7 +8,10 @@ notebook cache is keyed on one function's source only. The compile is explicit
 (``dispatcher.compile(signature)``) so that its seconds are measured apart from the run.
 
 The ladder: ``parallel=True`` when the call holds more than one CPU, then serial, then Python.
-A parallel compile that finds nothing to parallelize is replaced by the serial one.
+A parallel compile that finds nothing to parallelize is replaced by the serial one. A function
+numba cannot type itself (it reads files, calls a library) but that calls notebook helpers gets
+:class:`HelpersOnly`: the function stays Python and its helpers are compiled, each on its first
+call for the types it meets; a helper numba cannot type either stays Python too.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ from typing import Any
 
 from . import _candidates
 
-__all__ = ["INSTALL_HINT", "Compiled", "argument_types", "build", "numba_module"]
+__all__ = [
+    "INSTALL_HINT",
+    "Compiled",
+    "HelpersOnly",
+    "argument_types",
+    "build",
+    "helpers_only",
+    "numba_module",
+]
 
 INSTALL_HINT = (
     "numba is not installed here, so nothing was compiled and the plain function ran. Install "
@@ -51,6 +62,8 @@ class Compiled:
 
     @property
     def how(self) -> str:
+        if isinstance(self.dispatcher, HelpersOnly):
+            return self.dispatcher.how
         if not hasattr(self.dispatcher, "py_func"):  # offloaded: the runner of _offload
             return f"offloaded to the GPU ({self.dispatcher.xp.name})"
         mode = "parallel (numba.njit(parallel=True))" if self.parallel else "serial (numba.njit)"
@@ -102,6 +115,87 @@ def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: b
         note = "parallel=True found nothing to run in parallel, so the serial version is used"
         raise _NothingParallel(note, seconds)
     return Compiled(dispatcher, parallel, list(compiled), seconds, note)
+
+
+class _Helper:
+    """A compiled helper that turns back into its Python self if numba cannot type it."""
+
+    def __init__(self, dispatcher: Any, py_func: types.FunctionType) -> None:
+        self.dispatcher, self.py_func = dispatcher, py_func
+        self.failed: BaseException | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failed is None:
+            try:
+                return self.dispatcher(*args, **kwargs)
+            except Exception as exc:
+                from numba.core.errors import NumbaError
+
+                if not isinstance(exc, NumbaError):
+                    raise  # the helper's own error, as Python would raise it
+                self.failed = exc
+        return self.py_func(*args, **kwargs)
+
+
+class HelpersOnly:
+    """The called function, kept Python, over compiled helpers (see the module docstring).
+
+    Looks like a dispatcher to the call path: ``signatures`` and ``overloads`` are the helpers'
+    (so a call that compiles a new helper version is checked against Python again).
+    """
+
+    def __init__(self, fn: types.FunctionType, helpers: dict[str, _Helper], why: str) -> None:
+        self.helpers = helpers
+        self.why = why  # why the function itself is not compiled
+        self.py_func = _rebind(fn, dict(helpers))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.py_func(*args, **kwargs)
+
+    @property
+    def compiled_helpers(self) -> list[str]:
+        return [n for n, h in self.helpers.items() if h.failed is None and h.dispatcher.signatures]
+
+    @property
+    def signatures(self) -> list[tuple[Any, ...]]:
+        return [sig for h in self.helpers.values() for sig in h.dispatcher.signatures]
+
+    @property
+    def overloads(self) -> dict[tuple[str, tuple[Any, ...]], None]:
+        return {
+            (name, tuple(sig)): None
+            for name, h in self.helpers.items()
+            for sig in h.dispatcher.signatures
+        }
+
+    @property
+    def how(self) -> str:
+        done = self.compiled_helpers
+        kept = [n for n, h in self.helpers.items() if h.failed is not None]
+        text = (
+            f"the helper{'s' if len(done) != 1 else ''} {', '.join(done)} compiled (numba.njit)"
+            if done
+            else "no helper compiled yet"
+        )
+        if kept:
+            text += f"; {', '.join(kept)} kept Python (numba could not type them)"
+        return f"{text}; {self.py_func.__qualname__} itself runs as Python ({self.why})"
+
+
+def helpers_only(cands: _candidates.Candidates, why: str) -> Compiled:
+    """``cands.fn`` kept Python over its helpers compiled lazily (serial, never fastmath)."""
+    numba = numba_module()
+    assert numba is not None
+    compiled: dict[str, Any] = {}
+    for name, helper in cands.helpers.items():
+        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+    helpers = {
+        name: _Helper(compiled[name], cands.helpers[name])
+        for name in cands.helpers
+        if name in _candidates.global_names(cands.fn)
+    }
+    runner = HelpersOnly(cands.fn, helpers, why)
+    return Compiled(runner, False, list(helpers), 0.0)
 
 
 class _NothingParallel(Exception):

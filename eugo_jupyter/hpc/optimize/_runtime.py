@@ -128,8 +128,9 @@ class Entry:
             name, value, error = bad
             found = _explain.explain_argument(self.fn, name, value, error)
             self.help.append(found)
-            self._keep_python(f"{found.kind} (argument {name}, line {found.line})")
-            return False
+            return self._helpers_or_python(
+                cands, f"{found.kind} (argument {name}, line {found.line})"
+            )
         assert signature is not None
         parallel = _threads.threads_for(self.num_cpus) > 1
         compiled, failures, seconds = _compile.ladder(cands, signature, parallel)
@@ -139,11 +140,22 @@ class Entry:
         if compiled is None:
             found = _explain.explain_error(cands, failures[-1][1])
             self.help.append(found)
-            self._keep_python(f"{found.kind} at line {found.line} of {found.function}")
-            return False
+            return self._helpers_or_python(
+                cands, f"{found.kind} at line {found.line} of {found.function}"
+            )
         if compiled.note:
             self.notes.append(compiled.note)
         self.compiled = compiled
+        self.state = "verifying"
+        return True
+
+    def _helpers_or_python(self, cands: _candidates.Candidates, reason: str) -> bool:
+        """The function cannot be compiled: its helpers still can (it stays Python around
+        them), unless it changes its arguments in place, which a rerun could not check."""
+        if not cands.helpers or self.mutates:
+            self._keep_python(reason)
+            return False
+        self.compiled = _compile.helpers_only(cands, reason)
         self.state = "verifying"
         return True
 
@@ -190,6 +202,8 @@ class Entry:
         compiled = self.compiled
         assert compiled is not None
         _threads.limit(self.num_cpus)
+        lazy = isinstance(compiled.dispatcher, _compile.HelpersOnly)
+        versions = len(compiled.dispatcher.overloads) if lazy else 0
         began = time.perf_counter()
         try:
             result = compiled.dispatcher(*trial)
@@ -200,7 +214,12 @@ class Entry:
             self._keep_python(f"{explained.kind} at line {explained.line} of {explained.function}")
             self.compiled = None
             return
-        self.compiled_times.append(time.perf_counter() - began)
+        took = time.perf_counter() - began
+        if lazy and len(compiled.dispatcher.overloads) != versions:
+            self.compile_s += took  # helpers compiled during this call: not a call's time
+            _decide.note_compile(took)
+        else:
+            self.compiled_times.append(took)
         found, max_diff = _verify.compare(plain, result)
         if found is None:
             for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
@@ -240,6 +259,13 @@ class Entry:
         self._check(plain, after, _verify.copy_args(before), before)
 
     def _settle(self) -> None:
+        if not self.compiled_times:
+            return  # every verified call so far compiled a helper: verify the next one too
+        runner = self.compiled.dispatcher if self.compiled else None
+        if isinstance(runner, _compile.HelpersOnly) and not runner.compiled_helpers:
+            self.compiled = None
+            self._keep_python(f"{runner.why}, and numba could not type its helpers either")
+            return
         plain_s = min(self.plain_times)  # the least disturbed of the verification calls
         compiled_s = min(self.compiled_times)
         if compiled_s >= plain_s and not self.force:
