@@ -8,8 +8,11 @@ When Ray renames a private module, this is the file to fix. A leaf module: the t
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "NodeFacts",
@@ -20,6 +23,7 @@ __all__ = [
     "new_token",
     "published_dashboard",
     "snapshot",
+    "task_states",
 ]
 
 
@@ -149,3 +153,131 @@ def has_live_driver(gcs_address: str, timeout: float = 5.0) -> bool:
 
     jobs = GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
     return any(not job.is_dead for job in jobs.values())
+
+
+@dataclass(frozen=True)
+class TaskStates:
+    """How many task attempts the GCS holds in each state (Ray's names), drivers left out.
+
+    ``dropped``: attempts whose records Ray no longer has (past
+    ``RAY_task_events_max_num_task_in_gcs``, 100,000 by default, the GCS drops the oldest,
+    finished ones first; a worker under load may drop events too): their states are not in
+    ``counts``, so those are "at least" figures.
+    ``stored``: records the GCS holds (drivers included); 0 also where a cluster keeps task
+    events elsewhere (``RAY_enable_task_events_to_dashboard_head``).
+    """
+
+    counts: dict[str, int]
+    dropped: int
+    stored: int
+
+
+# The non-finished attempts a read brings back in full (to see their states); beyond it the
+# states are counted one query each. Finished ones are only counted, never sent.
+_ROWS = 1000
+
+
+@functools.lru_cache(maxsize=16)
+def _task_stub(gcs_address: str) -> Any:
+    """A gRPC stub for the GCS's task events at an address (one channel per address, reused)."""
+    from ray._private.grpc_utils import init_grpc_channel
+    from ray.core.generated import gcs_service_pb2_grpc
+
+    options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+    return gcs_service_pb2_grpc.TaskInfoGcsServiceStub(init_grpc_channel(gcs_address, options))
+
+
+def _latest_state(event: Any, names: dict[int, str]) -> str:
+    """A task attempt's state as Ray's state API names it: the highest status it went through."""
+    seen = event.state_updates.state_ts_ns
+    return names[max(seen)] if seen else "NIL"
+
+
+def task_states(gcs_address: str, timeout: float = 5.0) -> TaskStates:
+    """Count task attempts by state from the GCS's own task-event query (blocking).
+
+    One query in the common case: the GCS filters on the state itself and counts what it
+    filtered out (the finished attempts) without sending them; only the non-finished ones
+    (pending, running, failed: usually few) come back, to read their states. That costs the GCS
+    a pass over the records it holds (at most 100,000), not the dashboard's conversion of every
+    task to a dict as ``ray.util.state.summarize_tasks`` does. Raises what gRPC raises when the
+    GCS does not answer.
+    """
+    from ray.core.generated import common_pb2, gcs_service_pb2
+
+    pb: Any = gcs_service_pb2  # generated: no types for mypy
+    TaskStatus: Any = getattr(common_pb2, "TaskStatus")  # noqa: B009 - untyped for mypy
+    TaskType: Any = getattr(common_pb2, "TaskType")  # noqa: B009 - untyped for mypy
+
+    names = {int(number): str(name) for name, number in TaskStatus.items()}
+    stub = _task_stub(gcs_address)
+    filters = pb.GetTaskEventsRequest.Filters
+
+    def query(state: str, predicate: int, limit: int, exclude_driver: bool) -> Any:
+        only = filters(exclude_driver=exclude_driver)
+        only.state_filters.append(filters.StateFilter(state=state, predicate=predicate))
+        reply = stub.GetTaskEvents(
+            pb.GetTaskEventsRequest(limit=limit, filters=only), timeout=timeout
+        )
+        if reply.status.code != 0:
+            raise RuntimeError(f"the GCS refused the task query: {reply.status.message}")
+        return reply
+
+    # Drivers stay in (so that what the GCS filters out is exactly the finished attempts, a
+    # driver that exited included); a driver's record, running or failed, is skipped by type.
+    reply = query("FINISHED", pb.FilterPredicate.NOT_EQUAL, _ROWS, exclude_driver=False)
+    counts: Counter[str] = Counter()
+    for event in reply.events_by_task:
+        if event.task_info.type != TaskType.DRIVER_TASK:
+            counts[_latest_state(event, names)] += 1
+    # The reply counts the attempts left out by the limit as dropped ones too.
+    dropped = max(0, int(reply.num_status_task_events_dropped) - int(reply.num_truncated))
+    finished_drivers = _finished_drivers(gcs_address, dropped, timeout)
+    counts["FINISHED"] = max(0, int(reply.num_filtered_on_gcs) - finished_drivers)
+    if reply.num_truncated:  # more non-finished attempts than _ROWS: count each state instead
+        for state in names.values():
+            if state != "FINISHED":
+                counted = query(state, pb.FilterPredicate.EQUAL, 0, exclude_driver=True)
+                counts[state] = int(counted.num_truncated)
+    return TaskStates(
+        counts={state: n for state, n in counts.items() if n},
+        dropped=dropped,
+        stored=int(reply.num_total_stored),
+    )
+
+
+# Per GCS address: the dropped count the answers were read at, and for each ended job whether
+# its driver's record says FINISHED (final once the job ended; re-asked when records drop).
+_DRIVERS: dict[str, tuple[int, dict[bytes, bool]]] = {}
+
+
+def _finished_drivers(gcs_address: str, dropped: int, timeout: float) -> int:
+    """How many drivers' records say FINISHED: one indexed lookup per newly ended job."""
+    from ray import _raylet
+    from ray.core.generated import gcs_service_pb2
+
+    raylet: Any = _raylet  # compiled: not all in the stub
+    pb: Any = gcs_service_pb2
+    filters = pb.GetTaskEventsRequest.Filters
+    jobs = raylet.GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
+    ended = [job.job_id for job in jobs.values() if job.is_dead]
+    seen_at, known = _DRIVERS.get(gcs_address, (dropped, {}))
+    if seen_at != dropped:
+        known = {}  # records were dropped since: a driver's may be among them
+    stub = _task_stub(gcs_address)
+    for job_id in ended:
+        if job_id not in known:
+            only = filters(exclude_driver=False)
+            only.task_filters.append(
+                filters.TaskIdFilter(
+                    task_id=raylet.TaskID.for_driver_task(raylet.JobID(job_id)).binary(),
+                    predicate=pb.FilterPredicate.EQUAL,
+                )
+            )
+            only.state_filters.append(
+                filters.StateFilter(state="FINISHED", predicate=pb.FilterPredicate.EQUAL)
+            )
+            request = pb.GetTaskEventsRequest(limit=1, filters=only)
+            known[job_id] = len(stub.GetTaskEvents(request, timeout=timeout).events_by_task) > 0
+    _DRIVERS[gcs_address] = (dropped, known)
+    return sum(known[job_id] for job_id in ended)

@@ -187,7 +187,7 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
             return True
     except Exception:  # noqa: BLE001 - not readable now: busy, look again later
         return True
-    tasks = _tasks_or_none(dashboard_url, int(max(1, timeout)))
+    tasks = _tasks_or_none(gcs_address, dashboard_url, int(max(1, timeout)))
     if tasks is None:
         return True
     return tasks["running"] + tasks["pending"] > 0

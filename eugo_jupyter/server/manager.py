@@ -330,7 +330,7 @@ class ClusterManager:
             await asyncio.shield(cluster.refreshing)
             return
         # A steady poll gets the data in hand at once and the read finishes in the background:
-        # it never waits on Ray (a task summary over 10,000 tasks can take a second).
+        # it never waits on Ray (with 100,000 tasks a read takes the GCS most of a second).
         if self.stale_after > 0:
             try:
                 await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)

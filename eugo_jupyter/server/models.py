@@ -27,7 +27,11 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
       "resources": {"total": {"CPU": 3.0, ...}, "available": {"CPU": 2.0, ...}},
       "nodes": [{"node_id": "ab12...", "address": "192.0.2.2", "is_head": true, "alive": true,
                  "resources_total": {...}, "resources_available": {...}, "gpus": [...]}],
-      "tasks": {"pending": 0, "running": 1, "finished": 10000, "failed": 0},
+      "tasks": {"pending": 0, "running": 1, "finished": 10000, "failed": 0, "dropped": 0},
+                                         # task attempts by state; "dropped": attempts Ray no
+                                         # longer keeps (past RAY_task_events_max_num_task_in_gcs,
+                                         # 100,000 by default, the oldest finished go first), so
+                                         # with dropped > 0 the counts are "at least"
       "waiting": [{"request": {"CPU": 1.0, "GPU": 1.0}, "count": 1, "infeasible": true,
                    "reason": "needs 1 GPU and 1 CPU; no node in this cluster has a GPU; ...",
                    "functions": []}],
@@ -65,6 +69,7 @@ class TaskCounts(TypedDict):
     running: int
     finished: int
     failed: int
+    dropped: int  # attempts whose records Ray dropped: the counts above are then "at least"
 
 
 class _ClusterModelBase(TypedDict):

@@ -2,11 +2,12 @@
 
 Blocking functions (the manager runs them in a thread and caches the result). Nodes and pending
 demands come from the GCS through :func:`eugo_jupyter.hpc._internal.snapshot`, the verdicts from
-:func:`eugo_jupyter.hpc._internal.waiting_from`, task counts from Ray's state API (which goes
-through the dashboard), GPUs through NVML for nodes on this machine.
+:func:`eugo_jupyter.hpc._internal.waiting_from`, task counts from the GCS's task-event query
+(:func:`eugo_jupyter._raystate.task_states`: it counts finished tasks without sending them, so
+a read stays short with 100,000 of them), GPUs through NVML for nodes on this machine.
 
 >>> read("192.0.2.2:6379", "http://127.0.0.1:8265")["tasks"]      # doctest: +SKIP
-{'pending': 0, 'running': 1, 'finished': 10000, 'failed': 0}
+{'pending': 0, 'running': 1, 'finished': 10000, 'failed': 0, 'dropped': 0}
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from .. import _nvml
 from .._rayaddress import reachable
+from .._raystate import task_states
 from ..hpc._internal import (
     dashboard_auth_headers,
     published_dashboard,
@@ -36,7 +38,7 @@ def empty() -> dict[str, Any]:
     return {
         "nodes": [],
         "resources": {"total": {}, "available": {}},
-        "tasks": {"pending": 0, "running": 0, "finished": 0, "failed": 0},
+        "tasks": {"pending": 0, "running": 0, "finished": 0, "failed": 0, "dropped": 0},
         "waiting": [],
     }
 
@@ -80,32 +82,55 @@ def _nvml_gpus() -> list[dict[str, Any]]:
     return [{k: d.get(k) for k in keys} for d in _nvml.devices(utilization=True)["devices"]]
 
 
-def _task_counts(dashboard_url: str | None, timeout: int) -> dict[str, int]:
+def _by_group(states: dict[str, int]) -> dict[str, int]:
+    """Ray's task states summed into the panel's four counts."""
     counts = {"pending": 0, "running": 0, "finished": 0, "failed": 0}
-    if not dashboard_url:
-        return counts
-    from ray.util.state import summarize_tasks
-
-    summary = summarize_tasks(address=dashboard_url, timeout=timeout, raise_on_missing_output=False)
-    groups = summary.get("cluster", {}).get("summary", {})
-    for group in groups.values():
-        for state, count in group.get("state_counts", {}).items():
-            if state in _RUNNING:
-                counts["running"] += int(count)
-            elif state in _FINISHED:
-                counts["finished"] += int(count)
-            elif state in _FAILED:
-                counts["failed"] += int(count)
-            else:
-                counts["pending"] += int(count)
+    for state, count in states.items():
+        if state in _RUNNING:
+            counts["running"] += int(count)
+        elif state in _FINISHED:
+            counts["finished"] += int(count)
+        elif state in _FAILED:
+            counts["failed"] += int(count)
+        else:
+            counts["pending"] += int(count)
     return counts
 
 
-def _tasks_or_none(dashboard_url: str | None, timeout: int) -> dict[str, int] | None:
-    """Task counts, or None when the state API does not answer (the caller keeps the last ones)."""
+def _summarized(dashboard_url: str, timeout: int) -> dict[str, int]:
+    """Task counts by state from the dashboard's task summary (grows with the task table)."""
+    from ray.util.state import summarize_tasks
+
+    summary = summarize_tasks(address=dashboard_url, timeout=timeout, raise_on_missing_output=False)
+    states: dict[str, int] = {}
+    for group in summary.get("cluster", {}).get("summary", {}).values():
+        for state, count in group.get("state_counts", {}).items():
+            states[state] = states.get(state, 0) + int(count)
+    return states
+
+
+def _task_counts(gcs_address: str, dashboard_url: str | None, timeout: int) -> dict[str, int]:
+    """Pending, running, finished and failed attempts, and how many Ray dropped (see models).
+
+    From the GCS's own task-event query (:func:`~eugo_jupyter._raystate.task_states`), which
+    counts the finished attempts without sending them; the dashboard's task summary only for a
+    cluster whose GCS holds no task events (one that keeps them in its dashboard instead).
+    """
+    if not dashboard_url:
+        return {**_by_group({}), "dropped": 0}
+    states = task_states(gcs_address, timeout)
+    if states.stored == 0:
+        return {**_by_group(_summarized(dashboard_url, timeout)), "dropped": 0}
+    return {**_by_group(states.counts), "dropped": states.dropped}
+
+
+def _tasks_or_none(
+    gcs_address: str, dashboard_url: str | None, timeout: int
+) -> dict[str, int] | None:
+    """Task counts, or None when they cannot be read now (the caller keeps the last ones)."""
     try:
-        return _task_counts(dashboard_url, timeout)
-    except Exception:  # noqa: BLE001 - the dashboard may still be starting
+        return _task_counts(gcs_address, dashboard_url, timeout)
+    except Exception:  # noqa: BLE001 - the GCS or the dashboard may still be starting
         return None
 
 
@@ -152,6 +177,6 @@ def read(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> d
             "total": _sum(nodes, "resources_total"),
             "available": _sum(nodes, "resources_available"),
         },
-        "tasks": _tasks_or_none(dashboard_url, int(max(1, timeout))),
+        "tasks": _tasks_or_none(gcs_address, dashboard_url, int(max(1, timeout))),
         "waiting": [item.to_model() for item in waiting_from(snap)],
     }
