@@ -31,6 +31,14 @@ class _Cluster(Protocol):
     error: str | None
 
 
+class _Observer(Protocol):
+    """What a launch uses of the manager's monitoring (:class:`.observer.Observer`)."""
+
+    async def observe(self, cluster: Any) -> Observed: ...
+    async def read(self, cluster: Any) -> dict[str, Any]: ...
+    def took(self, cluster: Any, data: dict[str, Any]) -> None: ...
+
+
 class _Manager(Protocol):
     """What a launch uses of the manager (the manager imports this module, not the reverse)."""
 
@@ -40,10 +48,10 @@ class _Manager(Protocol):
     @property
     def _slow(self) -> Executor: ...
 
+    @property
+    def observer(self) -> _Observer: ...
+
     def _save(self, cluster: Any) -> None: ...
-    async def _observe(self, cluster: Any) -> Observed: ...
-    async def _read(self, cluster: Any) -> dict[str, Any]: ...
-    def _took(self, cluster: Any, data: dict[str, Any]) -> None: ...
 
 
 class Launch:
@@ -101,7 +109,7 @@ class Launch:
         return True
 
     async def observe(self) -> Observed:
-        return await self.manager._observe(self.cluster)
+        return await self.manager.observer.observe(self.cluster)
 
     def judge(self, observed: Observed) -> None:
         cluster = self.cluster
@@ -120,19 +128,21 @@ class Launch:
             return False
         data: dict[str, Any] | None
         try:
-            data = await self.manager._read(self.cluster)
+            data = await self.manager.observer.read(self.cluster)
         except Exception:  # noqa: BLE001 - the GCS may not answer yet
             data = None
         if not data:
             return False
-        self.manager._took(self.cluster, data)  # the card shows the nodes as they join
+        self.manager.observer.took(self.cluster, data)  # the card shows the nodes as they join
         if sum(n["alive"] for n in data["nodes"]) >= observed.nodes_expected:
             self.cluster.status, self.cluster.error = "running", None
             return True
         return False
 
     def overdue(self, observed: Observed) -> None:
-        if time.monotonic() <= self.deadline or observed.blocked:
+        # A job still queued is the scheduler's time, not ours: never overdue while one waits
+        # (judge also moves the deadline, but a slow read between the two could outlast it).
+        if time.monotonic() <= self.deadline or observed.blocked or observed.waiting:
             return
         # Said, but not final: a node that joins later still makes the cluster run.
         self.cluster.status = "error"
