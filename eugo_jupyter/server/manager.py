@@ -7,10 +7,11 @@ HTTP into calls on :class:`ClusterManager`, which returns JSON-ready models
 :class:`~eugo_jupyter.exceptions.ClusterError` for an impossible action (an unreachable address,
 activating a cluster that is not running): both HTTP 400 with ``{"message": ...}``.
 
-Monitoring is read at most every ``max_age`` seconds (2 by default) and off the event loop. A
-request that finds it older starts a new read; while polls come steadily it answers at once with
-the data in hand (see ``updated``), so polling costs about a millisecond however large the
-cluster's task history is; after a pause (data over ``3 * max_age`` old) it waits for the read.
+Monitoring (:mod:`.observer`) is read at most every ``max_age`` seconds (2 by default) and off
+the event loop. A request that finds it older starts a new read; while polls come steadily it
+answers at once with the data in hand (see ``updated``), so polling costs about a millisecond
+however large the cluster's task history is; after a pause (data over ``3 * max_age`` old) it
+waits for the read.
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
@@ -43,24 +44,20 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, cast
 
 from .. import records
 from ..exceptions import ClusterError, OptionsError
-from . import discovery, expiry, monitor, proxy_policy, requests, watchdog
-from .backends import Backend, Observed, PlanModel, Spec, default_backends
+from . import discovery, expiry, monitor, requests, watchdog
+from .backends import Backend, PlanModel, Spec, default_backends
 from .launch import Launch
-from .models import ClusterModel, KindFacts, make_cluster_model
+from .models import ClusterModel, KindFacts, make_cluster_model, timestamp
+from .observer import Observer
 from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
 
 STATUSES = ("starting", "running", "stopping", "stopped", "error")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -94,7 +91,7 @@ def _new_record(cluster_id: str, spec: Spec) -> dict[str, Any]:
         "kind": spec.kind,
         "address": None,
         "dashboard_url": None,
-        "created": _now(),
+        "created": timestamp(),
         "lifetime": spec.lifetime,
         "server_pid": os.getpid(),
         "pids": [],
@@ -120,16 +117,15 @@ class ClusterManager:
         read: Callable[[str, str | None, float], dict[str, Any]] = monitor.read,
     ):
         self.max_age = max_age
-        # How a cluster's Ray state is read (monitor.read); a test's fake backend gives its own.
-        self._read_cluster = read
         self.launch_timeout = launch_timeout
         self.read_timeout = read_timeout
-        self.stale_after = 0.0
         self.backends = backends if backends is not None else default_backends()
         self._profiles = [check_profile(p, self.backends) for p in profiles or []]
         # Launches and shutdowns take seconds to minutes: a pool of their own, so they never
         # queue the quick monitoring reads (which use the loop's default pool).
         self._slow = ThreadPoolExecutor(max_workers=4, thread_name_prefix="eugo-launch")
+        # The monitoring: what each backend sees and each cluster's Ray state, cached.
+        self.observer = Observer(self.backends, read, max_age, read_timeout, self._slow, self._save)
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._atexit = False
@@ -239,7 +235,7 @@ class ClusterManager:
         """Every cluster this server knows, oldest first, with fresh monitoring."""
         await self._ensure_started()
         clusters = list(self._clusters.values())
-        await asyncio.gather(*(self._fresh(c) for c in clusters), self._found.scan())
+        await asyncio.gather(*(self.observer.fresh(c) for c in clusters), self._found.scan())
         return [self._model(c) for c in clusters if c.id in self._clusters] + self._found.models()
 
     async def get_cluster(self, cluster_id: str, fresh: bool = False) -> ClusterModel | None:
@@ -252,7 +248,7 @@ class ClusterManager:
             return None
         if fresh:
             cluster.read_at = 0.0
-        await self._fresh(cluster)
+        await self.observer.fresh(cluster)
         return self._model(cluster)
 
     async def wait_until_running(
@@ -310,130 +306,6 @@ class ClusterManager:
         backend, spec = self._validate(body)
         return backend.plan(spec).to_model(spec)
 
-    # -- monitoring
-
-    async def _fresh(self, cluster: _Cluster) -> None:
-        """Re-read the cluster if its data is older than ``max_age`` (one read at a time)."""
-        if cluster.status not in ("running", "error") or not cluster.record.get("address"):
-            return
-        if cluster.launching is not None and not cluster.launching.done():
-            return  # the launch loop reads it until it is up
-        owned = self.backends[cluster.kind].owns_processes
-        if cluster.status == "error" and not cluster.updated and owned:
-            return  # failed to launch: nothing to read
-        if time.monotonic() - cluster.read_at < self.max_age:
-            return
-        if cluster.refreshing is None or cluster.refreshing.done():
-            cluster.refreshing = asyncio.ensure_future(self._refresh(cluster))
-        if cluster.updated is None or time.monotonic() - cluster.read_at > 3 * self.max_age:
-            # Nothing read yet, or nobody polled for a while: this caller wants today's data.
-            await asyncio.shield(cluster.refreshing)
-            return
-        # A steady poll gets the data in hand at once and the read finishes in the background:
-        # it never waits on Ray (with 100,000 tasks a read takes the GCS most of a second).
-        if self.stale_after > 0:
-            try:
-                await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)
-            except asyncio.TimeoutError:
-                pass
-
-    async def _observe(self, cluster: _Cluster) -> Observed:
-        """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
-        loop = asyncio.get_running_loop()
-        backend = self.backends[cluster.kind]
-        observed = await loop.run_in_executor(None, backend.state, cluster.record)
-        cluster.backend_state = observed.detail
-        changed = {
-            key: value
-            for key, value in (
-                ("address", observed.address),
-                ("dashboard_url", observed.dashboard_url),
-            )
-            if value and cluster.record.get(key) != value
-        }
-        if changed:
-            cluster.record.update(changed)
-            self._save(cluster)
-        if observed.ended and cluster.status not in ("stopping", "stopped"):
-            cluster.status, cluster.error = "stopped", observed.ended
-            # If it was the active one, new kernels say it is gone (and why) as they fall back.
-            records.forget(cluster.record, gone=observed.ended)
-            # The manager acts on the end, once; reading the state never changes anything.
-            await loop.run_in_executor(self._slow, backend.release, cluster.record)
-        return observed
-
-    async def _refresh(self, cluster: _Cluster) -> None:
-        if self.backends[cluster.kind].owns_processes:
-            await self._observe(cluster)
-            if cluster.status == "stopped":
-                return
-        address = str(cluster.record["address"])
-        loop = asyncio.get_running_loop()
-        if address.startswith("ray://"):
-            cluster.read_at = time.monotonic()
-            up = await loop.run_in_executor(None, monitor.reachable, address)
-            cluster.status = "running" if up else "error"
-            cluster.error = (
-                "Nodes and tasks are not shown for a ray:// address (it only lets kernels "
-                "connect); connect with the head's GCS address (host:port) to monitor."
-                if up
-                else f"Nothing answers at {address} any more."
-            )
-            return
-        try:
-            data = await self._read(cluster)
-        except Exception as exc:  # noqa: BLE001 - any failure to read becomes a sentence
-            cluster.read_at = time.monotonic()
-            detail = _sentence(exc)
-            if not self.backends[cluster.kind].owns_processes:  # connected: it may be gone
-                cluster.status = "error"
-                cluster.error = (
-                    f"The cluster at {address} does not answer ({detail}). "
-                    "It may have been stopped; remove it or connect again."
-                )
-            else:
-                cluster.error = f"Could not read the cluster's state just now: {detail}"
-            return
-        self._took(cluster, data)
-        cluster.status, cluster.error = "running", None
-
-    async def _read(self, cluster: _Cluster) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        record = cluster.record
-
-        def read() -> dict[str, Any]:
-            # Task counts go through the dashboard with this account's token: only to a proven one.
-            dashboard = self.dashboard_decision(record).url
-            data = self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
-            if dashboard is None and record.get("dashboard_url"):
-                data["tasks"] = None  # not zero: unknown now (the last counts are kept)
-            return data
-
-        return await asyncio.wait_for(
-            loop.run_in_executor(None, read), timeout=self.read_timeout * 3
-        )
-
-    def dashboard_decision(self, record: dict[str, Any]) -> proxy_policy.Decision:
-        """Whether this account's Ray token may go to the record's dashboard (blocking).
-
-        See :func:`.proxy_policy.decide`: a dashboard on this machine must be held by the
-        cluster's own Ray session; one elsewhere must be named by the user or started by us.
-        """
-        backend = self.backends.get(str(record.get("kind")))
-        return proxy_policy.decide(
-            record.get("dashboard_url"),
-            str(record.get("address")),
-            local_ips=monitor.local_ips(),
-            named=bool(record.get("dashboard_named")),
-            ours=bool(backend and backend.owns_processes),
-        )
-
-    def _took(self, cluster: _Cluster, data: dict[str, Any]) -> None:
-        if data["tasks"] is None:
-            data["tasks"] = cluster.monitoring["tasks"]
-        cluster.monitoring, cluster.updated = data, _now()
-        cluster.read_at = time.monotonic()
-
     # -- actions
 
     async def create(self, body: Any) -> ClusterModel:
@@ -469,7 +341,7 @@ class ClusterManager:
             record["status"] = cluster.status = "running"
             records.write_record(record)
             self._clusters[cluster.id] = cluster
-            await self._fresh(cluster)
+            await self.observer.fresh(cluster)
             return self._model(cluster)
         self._clusters[cluster.id] = cluster
         self._watch(cluster, limits)
@@ -478,7 +350,7 @@ class ClusterManager:
             self._register_atexit()
         started = backend.starts_quickly
         if started:
-            await self._observe(cluster)  # the card shows the submitted jobs at once
+            await self.observer.observe(cluster)  # the card shows the submitted jobs at once
         launch = Launch(self, cluster, backend, None if started else spec)
         cluster.launching = asyncio.ensure_future(launch.run())
         return self._model(cluster)
@@ -517,7 +389,7 @@ class ClusterManager:
         cluster.record.update(await loop.run_in_executor(self._slow, call, *args))
         self._save(cluster)
         cluster.read_at = 0.0
-        await self._fresh(cluster)
+        await self.observer.fresh(cluster)
         return self._model(cluster)
 
     async def add_node(self, cluster_id: str) -> ClusterModel | None:
@@ -549,7 +421,7 @@ class ClusterManager:
         if not record.get("dashboard_url"):
             return None
         loop = asyncio.get_running_loop()
-        decision = await loop.run_in_executor(None, self.dashboard_decision, record)
+        decision = await loop.run_in_executor(None, self.observer.dashboard_decision, record)
         if decision.url is None:
             return decision.reason
         headers = await loop.run_in_executor(None, monitor.auth_headers)
@@ -612,7 +484,7 @@ class ClusterManager:
                 save=lambda: self._save(cluster),
                 expire=lambda reason: self._expire(cluster, reason),
                 read_timeout=self.read_timeout,
-                dashboard=lambda: self.dashboard_decision(cluster.record).url,
+                dashboard=lambda: self.observer.dashboard_decision(cluster.record).url,
             )
         )
 
@@ -625,8 +497,3 @@ class ClusterManager:
         # New kernels must not pick a stopped cluster; they say it is gone as they fall back.
         records.mark_active_gone(cluster.id, reason or "It was stopped by its limit.")
         self._save(cluster)
-
-
-def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:400] if text else type(exc).__name__

@@ -56,12 +56,18 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, TypedDict
 
 from . import findings, monitor
 from .expiry import ExpiryModel
 
-__all__ = ["ClusterModel", "KindFacts", "TaskCounts", "make_cluster_model"]
+__all__ = ["ClusterModel", "KindFacts", "TaskCounts", "make_cluster_model", "timestamp"]
+
+
+def timestamp() -> str:
+    """Now, as a model's ``created`` and ``updated`` fields write it (UTC, to the second)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class TaskCounts(TypedDict):

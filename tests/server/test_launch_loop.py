@@ -68,7 +68,8 @@ def test_queued_jobs_keep_the_launch_starting_then_it_runs_once_every_node_joine
             return m is not None and len(m["nodes"]) == 1
 
         await _until(one_node, "the head's node shows while the worker waits")
-        assert (await manager.get_cluster(model["id"]))["status"] == "starting"  # type: ignore[index]
+        now = await manager.get_cluster(model["id"])
+        assert now is not None and now["status"] == "starting", now["error"]
         fake.move(worker, "running")
         running = await manager.wait_until_running(model["id"], timeout=10)
         assert len(running["nodes"]) == 2

@@ -1,0 +1,175 @@
+"""Keeping each cluster's card fresh: what its backend sees, and its Ray state, read off the loop.
+
+The manager's monitoring, one job of its own: :meth:`Observer.fresh` decides whether a cluster's
+data is old enough to read again (at most every ``max_age`` seconds, one read at a time), a read
+asks the backend what it sees (an ended cluster turns "stopped", once) and then the cluster's
+Ray state (:func:`.monitor.read`, in a thread), and the data in hand answers steady polls at
+once. The manager holds one Observer and never reads Ray itself.
+
+>>> observer = Observer(backends, monitor.read, 2.0, 5.0, pool, save)       # doctest: +SKIP
+>>> await observer.fresh(cluster)                                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from .. import records
+from . import monitor, proxy_policy
+from .backends import Backend, Observed
+from .models import timestamp
+
+__all__ = ["Observer"]
+
+
+def _sentence(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:400] if text else type(exc).__name__
+
+
+class Observer:
+    """Reads the manager's clusters: their backends' view and their Ray state, cached."""
+
+    def __init__(
+        self,
+        backends: dict[str, Backend],
+        read: Callable[[str, str | None, float], dict[str, Any]],
+        max_age: float,
+        read_timeout: float,
+        slow: Executor,
+        save: Callable[[Any], None],
+    ) -> None:
+        self.backends = backends
+        self.max_age = max_age
+        # How a cluster's Ray state is read (monitor.read); a test's fake backend gives its own.
+        self._read_cluster = read
+        self.read_timeout = read_timeout
+        self.stale_after = 0.0
+        self._slow = slow  # the manager's pool for slow work (a backend's release)
+        self._save = save
+
+    async def fresh(self, cluster: Any) -> None:
+        """Re-read the cluster if its data is older than ``max_age`` (one read at a time)."""
+        if cluster.status not in ("running", "error") or not cluster.record.get("address"):
+            return
+        if cluster.launching is not None and not cluster.launching.done():
+            return  # the launch loop reads it until it is up
+        owned = self.backends[cluster.kind].owns_processes
+        if cluster.status == "error" and not cluster.updated and owned:
+            return  # failed to launch: nothing to read
+        if time.monotonic() - cluster.read_at < self.max_age:
+            return
+        if cluster.refreshing is None or cluster.refreshing.done():
+            cluster.refreshing = asyncio.ensure_future(self.refresh(cluster))
+        if cluster.updated is None or time.monotonic() - cluster.read_at > 3 * self.max_age:
+            # Nothing read yet, or nobody polled for a while: this caller wants today's data.
+            await asyncio.shield(cluster.refreshing)
+            return
+        # A steady poll gets the data in hand at once and the read finishes in the background:
+        # it never waits on Ray (with 100,000 tasks a read takes the GCS most of a second).
+        if self.stale_after > 0:
+            try:
+                await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)
+            except asyncio.TimeoutError:
+                pass
+
+    async def observe(self, cluster: Any) -> Observed:
+        """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
+        loop = asyncio.get_running_loop()
+        backend = self.backends[cluster.kind]
+        observed = await loop.run_in_executor(None, backend.state, cluster.record)
+        cluster.backend_state = observed.detail
+        changed = {
+            key: value
+            for key, value in (
+                ("address", observed.address),
+                ("dashboard_url", observed.dashboard_url),
+            )
+            if value and cluster.record.get(key) != value
+        }
+        if changed:
+            cluster.record.update(changed)
+            self._save(cluster)
+        if observed.ended and cluster.status not in ("stopping", "stopped"):
+            cluster.status, cluster.error = "stopped", observed.ended
+            # If it was the active one, new kernels say it is gone (and why) as they fall back.
+            records.forget(cluster.record, gone=observed.ended)
+            # The manager acts on the end, once; reading the state never changes anything.
+            await loop.run_in_executor(self._slow, backend.release, cluster.record)
+        return observed
+
+    async def refresh(self, cluster: Any) -> None:
+        if self.backends[cluster.kind].owns_processes:
+            await self.observe(cluster)
+            if cluster.status == "stopped":
+                return
+        address = str(cluster.record["address"])
+        loop = asyncio.get_running_loop()
+        if address.startswith("ray://"):
+            cluster.read_at = time.monotonic()
+            up = await loop.run_in_executor(None, monitor.reachable, address)
+            cluster.status = "running" if up else "error"
+            cluster.error = (
+                "Nodes and tasks are not shown for a ray:// address (it only lets kernels "
+                "connect); connect with the head's GCS address (host:port) to monitor."
+                if up
+                else f"Nothing answers at {address} any more."
+            )
+            return
+        try:
+            data = await self.read(cluster)
+        except Exception as exc:  # noqa: BLE001 - any failure to read becomes a sentence
+            cluster.read_at = time.monotonic()
+            detail = _sentence(exc)
+            if not self.backends[cluster.kind].owns_processes:  # connected: it may be gone
+                cluster.status = "error"
+                cluster.error = (
+                    f"The cluster at {address} does not answer ({detail}). "
+                    "It may have been stopped; remove it or connect again."
+                )
+            else:
+                cluster.error = f"Could not read the cluster's state just now: {detail}"
+            return
+        self.took(cluster, data)
+        cluster.status, cluster.error = "running", None
+
+    async def read(self, cluster: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        record = cluster.record
+
+        def read() -> dict[str, Any]:
+            # Task counts go through the dashboard with this account's token: only to a proven one.
+            dashboard = self.dashboard_decision(record).url
+            data = self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
+            if dashboard is None and record.get("dashboard_url"):
+                data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+            return data
+
+        return await asyncio.wait_for(
+            loop.run_in_executor(None, read), timeout=self.read_timeout * 3
+        )
+
+    def dashboard_decision(self, record: dict[str, Any]) -> proxy_policy.Decision:
+        """Whether this account's Ray token may go to the record's dashboard (blocking).
+
+        See :func:`.proxy_policy.decide`: a dashboard on this machine must be held by the
+        cluster's own Ray session; one elsewhere must be named by the user or started by us.
+        """
+        backend = self.backends.get(str(record.get("kind")))
+        return proxy_policy.decide(
+            record.get("dashboard_url"),
+            str(record.get("address")),
+            local_ips=monitor.local_ips(),
+            named=bool(record.get("dashboard_named")),
+            ours=bool(backend and backend.owns_processes),
+        )
+
+    def took(self, cluster: Any, data: dict[str, Any]) -> None:
+        if data["tasks"] is None:
+            data["tasks"] = cluster.monitoring["tasks"]
+        cluster.monitoring, cluster.updated = data, timestamp()
+        cluster.read_at = time.monotonic()
