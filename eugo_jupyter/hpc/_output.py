@@ -199,6 +199,9 @@ class Router:
                     if stream == "node":
                         call.node = text
                         continue
+                    if stream.startswith("fd:"):
+                        self._straight(call, stream[3:], _ANSI.sub("", text))
+                        continue
                     self._lines(call, stream, _ANSI.sub("", text))
                 if call.area is not None:
                     touched.add(id(call.area))
@@ -223,6 +226,21 @@ class Router:
             self._line(call, line)
         if rest:
             call.partial[stream] = rest
+
+    def _straight(self, call: _Call, stream: str, text: str) -> None:
+        """What the call wrote to its worker's descriptor itself (C code, a subprocess): kept
+        for ``logs``, and one line under the cell says where it went."""
+        lines = text.splitlines()
+        call.lines.extend(lines)
+        if call.area is not None and lines:
+            many = len(lines) != 1
+            call.area.add(
+                call,
+                f"{len(lines):,} line{'s' if many else ''} went straight to the worker's {stream} "
+                f"(C code or a subprocess): Ray's log stream shows {'them' if many else 'it'} "
+                "with a (pid=...) prefix, and eugo.hpc.logs(fut) returns "
+                f"{'them' if many else 'it'} with the rest.",
+            )
 
     def _line(self, call: _Call, line: str) -> None:
         call.lines.append(line)

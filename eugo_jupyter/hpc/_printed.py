@@ -9,19 +9,72 @@ left, and waits for the hub to have it, before it returns: when ``get`` has the 
 has the lines. A call that prints nothing sends nothing. Nothing here imports IPython.
 
 Output written straight to the file descriptors (C code, subprocesses) bypasses ``sys.stdout``
-and goes to Ray's log as before.
+and goes to Ray's log as before; where the worker's descriptors are Ray's log files (they are,
+on Ray's workers), what a call added to them while it ran is read back and sent as its own
+stream (``"fd:stdout"``, ``"fd:stderr"``): the notebook says in one line where it went, and
+``eugo.hpc.logs(fut)`` returns it with the rest.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from .cells.worker import Chunks, _Sink, _Stream
 
-__all__ = ["call_printing", "wrap", "wrap_class"]
+__all__ = ["FD_BYTES", "call_printing", "fd_marks", "fd_written", "wrap", "wrap_class"]
+
+#: At most this much of what a call wrote straight to a descriptor is read back (the rest stays
+#: in Ray's log file).
+FD_BYTES = 1 << 20
+
+_FDS = ((1, "stdout"), (2, "stderr"))
+
+
+_paths: dict[tuple[int, int], str] = {}  # (descriptor, inode) -> its file, read once
+
+
+def fd_marks() -> dict[int, tuple[str, int]]:
+    """Where stdout and stderr's descriptors write, and how far, when they are plain files
+    (two ``fstat`` calls per call once the files are known)."""
+    marks = {}
+    for fd, _ in _FDS:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            key = (fd, info.st_ino)
+            path = _paths.get(key)
+            if path is None:
+                path = _paths[key] = os.readlink(f"/proc/self/fd/{fd}")
+            marks[fd] = (path, info.st_size)
+        except OSError:
+            continue
+    return marks
+
+
+def fd_written(marks: dict[int, tuple[str, int]]) -> list[tuple[str, str]]:
+    """What was written to each marked descriptor since ``marks``: ``[(stream, text), ...]``."""
+    out = []
+    for fd, name in _FDS:
+        if fd not in marks:
+            continue
+        path, before = marks[fd]
+        try:
+            after = os.fstat(fd).st_size
+            if after <= before:
+                continue
+            with open(path, "rb") as f:
+                f.seek(before)
+                data = f.read(min(after - before, FD_BYTES))
+        except OSError:
+            continue
+        out.append((f"fd:{name}", data.decode(errors="replace")))
+    return out
 
 
 class _CallSink(_Sink):
@@ -58,11 +111,19 @@ def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: di
     """Run ``fn(*args, **kwargs)`` with its prints sent to the hub ``hub_name``."""
     sink = _CallSink(hub_name)
     saved = sys.stdout, sys.stderr
+    for stream in saved:
+        try:
+            stream.flush()  # what was printed before this call is not this call's
+        except (AttributeError, OSError, ValueError):
+            pass
+    marks = fd_marks()
     sys.stdout, sys.stderr = _Stream(sink, "stdout"), _Stream(sink, "stderr")
     try:
         return fn(*args, **kwargs)
     finally:
         sys.stdout, sys.stderr = saved
+        for stream, text in fd_written(marks):
+            sink.add(stream, text)
         sink.finish()
 
 

@@ -178,6 +178,30 @@ def test_pandas_partitions_print_under_the_cell(kernel: Kernel) -> None:
     assert kernel.until(lambda: kernel.under(cell).count("partition of 4") == 2), kernel.under(cell)
 
 
+def test_output_written_straight_to_the_descriptors_is_said_once_and_kept_for_logs(
+    kernel: Kernel,
+) -> None:
+    # C code and subprocesses write to the worker's descriptors, past sys.stdout.
+    cell = kernel.run(
+        """
+        import os, subprocess
+        @eugo.hpc.distribute
+        def low_level():
+            print('from Python')
+            os.write(1, b'from a C library\\n')
+            subprocess.run(['echo', 'from a subprocess'], check=True)
+            return 'done'
+        straight = low_level()
+        print(eugo.hpc.get(straight))
+        """
+    )
+    said = "2 lines went straight to the worker's stdout (C code or a subprocess)"
+    assert kernel.until(lambda: said in kernel.under(cell)), kernel.under(cell)
+    assert "[low_level] from Python" in kernel.under(cell)
+    text = kernel.value("print(eugo.hpc.logs(straight))")
+    assert "from Python" in text and "from a C library" in text and "from a subprocess" in text
+
+
 def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
     kernel: Kernel,
 ) -> None:
