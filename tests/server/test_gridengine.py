@@ -8,10 +8,12 @@ slots than it has) or refuse a bad field before anything is submitted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -285,6 +287,28 @@ async def test_memory_without_a_consumable_names_the_setting(jp_fetch: Any) -> N
 
     with pytest.raises(Exception, match="needs gridengine.memory_resource"):
         GridEngineBackend().validate(body)
+
+
+async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
+    jp_fetch: Any, cell: GridEngine
+) -> None:
+    body = {"kind": "gridengine", "name": "short", "gridengine": {"walltime": "00:01:00"}}
+    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    seen: list[str] = []
+    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped", seen)
+    assert "r" in seen  # it ran, then h_rt ended it
+    assert model["error"].startswith("The wall time (00:01:00) ran out: Grid Engine ended job")
+    assert model["gridengine"]["jobs"][0]["state"] == "wall time"
+    from eugo_jupyter import records
+
+    assert records.read_record(model["id"]) is None  # kernels no longer pick it
+    await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
+    assert _qstat(cell) == ""
+    jobs = [j["id"] for j in model["gridengine"]["jobs"]]
+    end = time.monotonic() + 120  # h_rt's SIGKILL takes Ray's processes with the job
+    while _ray_processes_of(jobs):
+        assert time.monotonic() < end, _ray_processes_of(jobs)
+        await asyncio.sleep(0.5)
 
 
 def test_a_worker_job_follows_a_head_that_started_again_on_new_ports(
