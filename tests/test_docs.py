@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -122,3 +123,17 @@ def test_the_panel_links_findings_to_the_same_docs() -> None:
     panel = (ROOT / "labextension" / "src" / "panel" / "findings.tsx").read_text()
     assert f"export const DOCS_URL = '{DOCS_URL}';" in panel
     assert "guides/run-report.html#finding-" in panel
+
+
+def test_the_report_links_its_findings_in_html_and_names_the_page_in_text() -> None:
+    from eugo_jupyter.hpc._insights import analyze
+    from eugo_jupyter.hpc._profile.report import Report
+
+    model: Any = {"duration": 1.0, "cluster": {}, "memory": {}, "tasks": [], "gets": []}
+    analysis = analyze(model)
+    analysis["findings"] = [finding("tiny_tasks", "f", "Each call took 1 ms.", "Batch them.")]
+    report = Report(model, analysis)
+    assert f"href='{doc_url('tiny_tasks')}'" in report._repr_html_()
+    assert repr(report).endswith(
+        "What each [kind] means, at more length: " + doc_url("tiny_tasks").split("#")[0]
+    )

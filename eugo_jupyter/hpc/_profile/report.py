@@ -208,6 +208,9 @@ class Report:
             )
         for item in self.findings:
             lines.append(f"- [{item['kind']}] {item['message']} Fix: {item['fix']}")
+        if self.findings:
+            page = doc_url(self.findings[0]["kind"]).split("#")[0]
+            lines.append(f"What each [kind] means, at more length: {page}")
         if self.optimizations:
             from ..optimize import _profiled
 
