@@ -58,3 +58,21 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
     leftovers = [pid for pid in processes.pids() if temp_dir in processes.cmdline(pid)]
     assert leftovers == []
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_one_nodes_ports_are_distinct_even_when_the_os_hands_one_out_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The OS may give the same free port to two binds in a row (each socket is closed before
+    # the next): `ray start` then refused with "trying to use a port number that is used by
+    # other components". The repeat cannot be provoked on demand, so the OS's answers are
+    # replayed here, repeats included.
+    answers = iter([50001, 50001, 50002, 50002, 50002, *range(50003, 50020)])
+    monkeypatch.setattr(ray_start, "free_port", lambda: next(answers))
+    args, gcs, dashboard = ray_start.head_arguments(
+        ray_start.NodeSpec(num_cpus=1), "192.0.2.2", "/tmp/eugo-c-ports"
+    )
+    ports = [int(a.split("=")[1]) for a in args if a.split("=")[0].endswith("port")]
+    assert len(ports) == len(ray_start.HEAD_PORTS) + len(ray_start.NODE_PORTS)
+    assert len(set(ports)) == len(ports), ports
+    assert (gcs, dashboard) == (50001, 50002)

@@ -28,8 +28,9 @@ from ..exporters import closed_exporters
 from .processes import _kill_groups
 
 __all__ = [
-    "HEAD_PORTS", "NODE_PORTS", "NodeSpec", "describe", "environment", "free_port",
-    "head_arguments", "node_arguments", "node_ip", "ray_executable", "run_ray_start", "why",
+    "HEAD_PORTS", "NODE_PORTS", "NodeSpec", "describe", "distinct_ports", "environment",
+    "free_port", "head_arguments", "node_arguments", "node_ip", "ray_executable",
+    "run_ray_start", "why",
 ]  # fmt: skip
 
 
@@ -98,19 +99,38 @@ NODE_PORTS = (
 HEAD_PORTS = ("gcs", "dashboard", "client")
 
 
-def _free(_name: str) -> int:
-    return free_port()
+def distinct_ports() -> Callable[[str], int]:
+    """A picker of free ports that never gives the same one twice.
+
+    Each :func:`free_port` closes its socket before the next is opened, so the OS may hand
+    out the same port again, and ``ray start`` then refuses ("trying to use a port number
+    that is used by other components"); one node's ports come from one picker.
+    """
+    given: set[int] = set()
+
+    def pick(_name: str) -> int:
+        for _ in range(100):  # bounded: a repeat is rare, a hundred in a row unheard of
+            found = free_port()
+            if found not in given:
+                given.add(found)
+                return found
+        raise LaunchError("No free TCP port could be found on this machine for a Ray node.")
+
+    return pick
 
 
 def node_arguments(
-    spec: NodeSpec, ip: str, temp_dir: str, port: Callable[[str], int | str] = _free
+    spec: NodeSpec, ip: str, temp_dir: str, port: Callable[[str], int | str] | None = None
 ) -> list[str]:
     """The ``ray start`` arguments every node takes, whoever runs it.
 
     This is the one builder of them: the local and ssh backends call it with ports picked here
     (``port`` returns a free port), the batch schedulers' job scripts with shell variables that
-    the job sets on its node (``port`` returns ``"$node_manager"``).
+    the job sets on its node (``port`` returns ``"$node_manager"``); by default each port is a
+    distinct free one (:func:`distinct_ports`).
     """
+    if port is None:
+        port = distinct_ports()
     args = [
         f"--node-ip-address={ip}",
         f"--num-cpus={spec.num_cpus}",
@@ -173,10 +193,13 @@ def head_arguments(
     spec: NodeSpec,
     ip: str,
     temp_dir: str,
-    port: Callable[[str], int | str] = _free,
+    port: Callable[[str], int | str] | None = None,
     dashboard_host: str = "127.0.0.1",
 ) -> tuple[list[str], int | str, int | str]:
-    """``ray start`` arguments of a head node, with its GCS and dashboard ports."""
+    """``ray start`` arguments of a head node, with its GCS and dashboard ports (by default
+    all distinct free ones, the node's too)."""
+    if port is None:
+        port = distinct_ports()
     gcs_port, dashboard_port = port("gcs"), port("dashboard")
     args = [
         "--head",
