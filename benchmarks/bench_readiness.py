@@ -36,6 +36,9 @@ GRID = [
     ("80 × 10 MB at 8 ms", 0.008, 80, 10_000_000, True),
 ]
 
+#: Object store per node of the two-node cluster.
+STORE_BYTES = 2 << 30
+
 
 def spin(item: Any) -> int:
     """Busy work for the item's cost (wall time, so the cost holds on a shared machine)."""
@@ -107,10 +110,14 @@ def two_nodes(grid: list[tuple[str, float, int, int, bool]]) -> list[dict[str, A
     from ray.cluster_utils import Cluster
 
     use_token_auth()
-    head = {"num_cpus": 1, "dashboard_host": "127.0.0.1"}
+    # ray.cluster_utils gives each node a 150 MiB object store; map's batches in flight of the
+    # data-heavy cells (six of up to 50 MB) would spill to disk, which no real node does at
+    # that size: give each node a store of a small real one
+    store = {"object_store_memory": STORE_BYTES}
+    head = {"num_cpus": 1, "dashboard_host": "127.0.0.1", **store}
     cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
-        cluster.add_node(num_cpus=1)
+        cluster.add_node(num_cpus=1, **store)
         cluster.wait_for_nodes()
         eugo.hpc.init(address=cluster.address)
         return cells(grid)
