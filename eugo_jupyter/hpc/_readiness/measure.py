@@ -167,6 +167,7 @@ class _Readiness:
         is busy, as they will be under ``map`` (on a shared machine that is slower than one item
         alone), and every slot's worker is started, as ``map`` will find them."""
         import ray
+        from ray import cloudpickle
 
         chosen = _pick(self.items, self.sample)
         count = min(_slots(self.request), len(chosen))
@@ -185,6 +186,8 @@ class _Readiness:
         found = ray.get(futures)
         first = found[0]
         first["busy_put_s"] = busy
+        # what the workers read: each group pickled alone (a shared object once per group)
+        first["read_bytes"] = sum(len(cloudpickle.dumps(g)) for g in groups) if heavy else 0
         # and with the slots idle (after the first puts, as map finds the store: warm)
         first["put_s"] = self._puts((0, chosen), REPEATS) if heavy else []
         for other in found[1:]:
@@ -288,7 +291,7 @@ class _Readiness:
             per_byte = statistics.median(found["put_s"]) / whole
             busy = found["busy_put_s"]
             busy_per_byte = statistics.median(busy) / whole if busy else None
-            worker_per_byte = found["read_s"] / whole
+            worker_per_byte = found["read_s"] / max(1, found["read_bytes"])
         result_bytes = statistics.median(found["result_bytes"])
         overhead, start = self.overhead()
         memory, node_slots = self.memory_of_nodes()
