@@ -100,13 +100,16 @@ def test_a_huge_argument_fails_the_shipping_check(cluster: Any) -> None:
     assert failing.ok is False
     assert "each item is 2 MiB after serialization" in failing.detail
     assert "eugo.hpc.put" in failing.fix
-    assert report.measurements.per_byte_s > 0  # the cost per byte was measured
     m = report.measurements
+    # the cost per byte was measured both ways: into the store here, out of it on the workers
+    assert m.per_byte_s > 0 and m.worker_per_byte_s > 0
     assert m.shipped_bytes == pytest.approx(m.arg_bytes, rel=0.01)  # distinct blobs: no sharing
-    assert report.prediction.transfer_s == pytest.approx(
-        sum(b * (m.shipped_bytes + m.result_bytes)
-            for b in report.prediction.batches) * m.per_byte_s
-    )  # fmt: skip
+    total = sum(b * (m.shipped_bytes + m.result_bytes) for b in report.prediction.batches)
+    busy = m.per_byte_s if m.busy_per_byte_s is None else m.busy_per_byte_s
+    # the notebook's rate lies between its idle and its busy one, the workers' is added
+    low, high = sorted([m.per_byte_s, busy])
+    assert total * (low + m.worker_per_byte_s) * (1 - 1e-9) <= report.prediction.transfer_s
+    assert report.prediction.transfer_s <= total * (high + m.worker_per_byte_s) * (1 + 1e-9)
     assert report.verdict.startswith("not worth it")
 
 
@@ -211,6 +214,46 @@ def test_bytes_shipped_are_counted_per_batch_as_map_ships_them() -> None:
                   batch_shared_bytes=1e6)  # fmt: skip
     assert predict(measured(6, 0.0, 6, **shared)).transfer_s == pytest.approx((1e6 + 60) * 1e-9)
     assert predict(measured(6, 0.0, 1, **shared)).transfer_s == pytest.approx(6 * (1e6 + 10) * 1e-9)
+
+
+def test_reading_a_batch_takes_its_slot_not_the_notebook() -> None:
+    # 10 batches of one 1 MB item on 2 slots, nothing else to pay: the workers' reads (1 ms
+    # each) run on both slots at once, 5 rounds; the notebook ships nothing
+    costs = dict(start_s=0.01, arg_bytes=1e6, worker_per_byte_s=1e-9)
+    p = predict(measured(10, 0.0, 1, **costs))
+    assert p.parallel_s == pytest.approx(0.01 + 5 * 1e-3)
+    assert p.transfer_s == pytest.approx(10 * 1e-3)
+
+
+def test_the_notebook_ships_slower_while_the_slots_are_busy() -> None:
+    base = dict(start_s=0.01, overhead_s=0.001, arg_bytes=1e6, per_byte_s=1e-9)
+    idle = predict(measured(40, 0.01, 4, **base))
+    busy = predict(measured(40, 0.01, 4, **base, busy_per_byte_s=4e-9))
+    assert busy.parallel_s > idle.parallel_s and busy.transfer_s > idle.transfer_s
+    # no-op items never keep a slot busy: the busy rate does not apply
+    noop = predict(measured(40, 0.0, 4, **base, busy_per_byte_s=4e-9))
+    assert noop.transfer_s == pytest.approx(40 * 1e6 * 1e-9)
+
+
+def data_heavy(items: int, nbytes: float) -> Measurements:
+    # shaped like bench_readiness's distinct-payload cells at 8 ms per item on 2 slots, with
+    # costs per byte of the size measured there (ns per byte: 1 put, 2.5 busy, 0.7 read)
+    return measured(
+        items, 0.008, "auto", overhead_s=0.002, start_s=0.006, arg_bytes=nbytes,
+        shipped_bytes=nbytes, per_byte_s=1e-9, busy_per_byte_s=2.5e-9, worker_per_byte_s=0.7e-9,
+    )  # fmt: skip
+
+
+def test_data_heavy_items_are_predicted_by_where_their_bytes_go() -> None:
+    # 400 x 1 MB: the work (3.2 s) outweighs the shipping, which overlaps it: faster than serial
+    # (a run measured 0.8x when the cost per byte was taken from one item per batch)
+    small = predict(data_heavy(400, 1e6))
+    assert small.ideal_s < small.parallel_s < small.serial_s and small.speedup > 1
+    # 80 x 10 MB: the notebook's shipping (at least 800 MB at 1 ns) bounds the run, well over
+    # the work per slot, and distributing does not pay
+    large = predict(data_heavy(80, 1e7))
+    assert large.parallel_s >= 80 * 1e7 * 1e-9 > large.ideal_s
+    assert large.parallel_s > large.serial_s
 
 
 def test_items_sharing_one_object_are_measured_as_map_ships_them(cluster: Any) -> None:

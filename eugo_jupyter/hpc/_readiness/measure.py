@@ -4,9 +4,10 @@ Steps, each small: resolve the function and options as ``map`` does; check that 
 and the items pickle; check that the request can run at all; run a sample of items split over
 the slots, at once (timing each, sizing results, and, when GPUs are requested, asking the GPU
 audit's measurement whether the function touched one); measure what ``map`` itself costs on this
-cluster (its setup, each batch, each byte shipped) with small maps of no-op calls; look for file
-paths among the items on every node; then hand the numbers to :mod:`.model` for the
-prediction, the verdict and the checklist.
+cluster (its setup, each batch) with small maps of no-op calls, and each byte shipped as map
+ships it (into the object store from the notebook, idle and while the sample keeps the slots
+busy, and out of it on the workers); look for file paths among the items on every node; then
+hand the numbers to :mod:`.model` for the prediction, the verdict and the checklist.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ __all__ = ["readiness"]
 OVERHEAD_BATCHES = 24
 #: Times each small measuring map runs; the median counts (the machine may be busy).
 REPEATS = 3
-#: Sampled items shipped (one per batch) to measure the cost per byte (only when items are large).
-BYTES_PROBE_ITEMS = 6
+#: Times at most the sampled items are put into the object store, as one batch, while the sample
+#: runs on every slot (to measure shipping on a busy node; only when items are large).
+BUSY_PUTS = 5
 #: Sampled items are called again until each slot has spent this long (at most SUSTAIN_CALLS
 #: calls): about a batch's worth of work, so the per-item time holds over a batch.
 SUSTAIN_S = 0.2
@@ -45,15 +47,21 @@ def _noop(*_: Any) -> None:
 
 
 def _sample(
-    fn: Callable[..., Any], shared: dict[str, Any], items: list[Any], gpus: float
+    fn: Callable[..., Any], shared: dict[str, Any], box: list[Any], gpus: float
 ) -> dict[str, Any]:
-    """Worker side: time each item, size each result, measure one item's memory, check GPU use."""
+    """Worker side: read the items out of the object store (timed, as a batch's arguments are
+    read before its items run), time each item, size each result, measure one item's memory,
+    check GPU use."""
     import pickle
     import tracemalloc
 
     import ray
     from ray import cloudpickle
 
+    ray.get(box[0])  # the first read also pays once per process what map's batches do not
+    clock = time.perf_counter()
+    items = ray.get(box[0])
+    read_s = time.perf_counter() - clock
     times, sizes = [], []
     fn(items[0], **shared)  # warm-up: imports and caches a worker pays once, not per item
     began = time.time()
@@ -87,6 +95,7 @@ def _sample(
         audit = _hooks.measure_gpu_use(getattr(fn, "__qualname__", "fn"), gpus, began, sum(times))
     return {
         "times": times,
+        "read_s": read_s,
         "calls": calls,
         "spent": spent,
         "result_bytes": sizes,
@@ -117,6 +126,7 @@ class _Readiness:
         self.sample = max(1, sample)
         self.request = request_of(self.opts, "task")
         self.checks: list[Check] = []
+        self.arg_bytes = 0.0  # median serialized size of a sampled item, set by measure()
 
     def pickles(self) -> str | None:
         """The first thing that cannot be pickled, as a sentence; records the check."""
@@ -157,16 +167,32 @@ class _Readiness:
         is busy, as they will be under ``map`` (on a shared machine that is slower than one item
         alone), and every slot's worker is started, as ``map`` will find them."""
         import ray
+        from ray import cloudpickle
 
         chosen = _pick(self.items, self.sample)
         count = min(_slots(self.request), len(chosen))
         groups = [chosen[i::count] for i in range(count)]  # each spread over the input too
-        remote = ray.remote(_sample).options(**{**self.opts, "name": f"readiness({self.label})"})
+        # spread as map spreads its batches: on a cluster, reads then pull from other nodes too
+        spread = {} if "scheduling_strategy" in self.opts else {"scheduling_strategy": "SPREAD"}
+        name = f"readiness({self.label})"
+        remote = ray.remote(_sample).options(**{"name": name, **spread, **self.opts})
         gpus = self.request.get("GPU", 0)
-        found = ray.get([remote.remote(self.plain, self.shared, g, gpus) for g in groups])
+        # the items go through the object store as a batch's arguments do; the workers time
+        # reading them, the notebook times putting a batch of them while the slots are busy
+        boxes = [[ray.put(g)] for g in groups]
+        futures = [remote.remote(self.plain, self.shared, box, gpus) for box in boxes]
+        heavy = self.arg_bytes >= BYTES_WORTH_MEASURING
+        busy = self._puts((0, chosen), BUSY_PUTS, futures) if heavy else []
+        found = ray.get(futures)
         first = found[0]
+        first["busy_put_s"] = busy
+        # what the workers read: each group pickled alone (a shared object once per group)
+        first["read_bytes"] = sum(len(cloudpickle.dumps(g)) for g in groups) if heavy else 0
+        # and with the slots idle (after the first puts, as map finds the store: warm)
+        first["put_s"] = self._puts((0, chosen), REPEATS) if heavy else []
         for other in found[1:]:
             first["times"] += other["times"]
+            first["read_s"] += other["read_s"]
             first["calls"] += other["calls"]
             first["spent"] += other["spent"]
             first["result_bytes"] += other["result_bytes"]
@@ -194,20 +220,21 @@ class _Readiness:
         )
         return max(0.0, (many - start) / (OVERHEAD_BATCHES - 1)), start
 
-    def per_byte(self, sampled: list[Any], nbytes: float) -> float:
-        """Seconds per byte shipped, the way map ships items: inside the batch's arguments.
+    @staticmethod
+    def _puts(batch: Any, count: int, futures: list[Any] | None = None) -> list[float]:
+        """Seconds to put ``batch`` into the object store, each of ``count`` times (while none
+        of ``futures`` is done, when given): shipping as ``map`` ships a batch's arguments."""
+        import ray
 
-        A map of no-op calls on sampled items (``nbytes`` each after serialization), one per
-        batch, against the same map on tiny items: the difference is the bytes.
-        """
-        if nbytes < BYTES_WORTH_MEASURING:
-            return 0.0
-        chosen = [sampled[i % len(sampled)] for i in range(BYTES_PROBE_ITEMS)]
-        heavy = statistics.median(self._timed_map(chosen) for _ in range(REPEATS))
-        light = statistics.median(
-            self._timed_map(list(range(BYTES_PROBE_ITEMS))) for _ in range(REPEATS)
-        )
-        return max(0.0, (heavy - light) / (BYTES_PROBE_ITEMS * nbytes))
+        times: list[float] = []
+        while len(times) < count:
+            if futures and ray.wait(futures, num_returns=1, timeout=0)[0]:
+                break  # a slot went idle: what follows is not a busy node
+            clock = time.perf_counter()
+            ref = ray.put(batch)
+            times.append(time.perf_counter() - clock)
+            del ref
+        return times
 
     def gpu_check(self, audit: Mapping[str, Any] | None) -> None:
         if not self.request.get("GPU"):
@@ -242,6 +269,13 @@ class _Readiness:
 
         if self.pickles() or self.feasible() or self.paths_fail():
             return self._blocked()
+        sampled = _pick(self.items, self.sample)
+        self.arg_bytes = statistics.median(len(cloudpickle.dumps(i)) for i in sampled)
+        # in a batch, what items share (one big object referenced by all) is pickled once:
+        # a batch of k items ships about shared + k x shipped bytes
+        one, whole = len(cloudpickle.dumps(sampled[:1])), len(cloudpickle.dumps(sampled))
+        shipped = (whole - one) / (len(sampled) - 1) if len(sampled) > 1 else float(one)
+        shared_bytes = max(0.0, one - shipped)
         try:
             found = self.run_sample()
         except Exception as exc:  # noqa: BLE001 - the function failing on a worker is the answer
@@ -252,13 +286,12 @@ class _Readiness:
                 f"call {self.label}(item) here on the first items and fix the error",
             ))  # fmt: skip
             return self._blocked()
-        sampled = _pick(self.items, self.sample)
-        arg_bytes = statistics.median(len(cloudpickle.dumps(i)) for i in sampled)
-        # in a batch, what items share (one big object referenced by all) is pickled once:
-        # a batch of k items ships about shared + k x shipped bytes
-        one, whole = len(cloudpickle.dumps(sampled[:1])), len(cloudpickle.dumps(sampled))
-        shipped = (whole - one) / (len(sampled) - 1) if len(sampled) > 1 else float(one)
-        shared_bytes = max(0.0, one - shipped)
+        per_byte, busy_per_byte, worker_per_byte = 0.0, None, 0.0
+        if self.arg_bytes >= BYTES_WORTH_MEASURING:  # below, fixed costs would pose as bytes
+            per_byte = statistics.median(found["put_s"]) / whole
+            busy = found["busy_put_s"]
+            busy_per_byte = statistics.median(busy) / whole if busy else None
+            worker_per_byte = found["read_s"] / max(1, found["read_bytes"])
         result_bytes = statistics.median(found["result_bytes"])
         overhead, start = self.overhead()
         memory, node_slots = self.memory_of_nodes()
@@ -268,11 +301,13 @@ class _Readiness:
             sampled=len(found["times"]),
             per_item_s=found["times"],
             sustained_per_item_s=found["spent"] / found["calls"],
-            arg_bytes=float(arg_bytes),
+            arg_bytes=float(self.arg_bytes),
             result_bytes=float(result_bytes),
             overhead_s=overhead,
             latency_s=start,
-            per_byte_s=self.per_byte(sampled, arg_bytes),
+            per_byte_s=per_byte,
+            busy_per_byte_s=busy_per_byte,
+            worker_per_byte_s=worker_per_byte,
             slots=_slots(self.request),
             request=dict(self.request),
             batch_size=self.batch_size,

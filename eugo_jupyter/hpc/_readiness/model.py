@@ -14,9 +14,16 @@ collection loop, Ray's dispatch), not just a bare task:
   batch costs this; with ``batch_size="auto"`` it is the probe, collected before anything else;
 - ``overhead_s``: each further batch, from a ``map`` of no-op items one per batch (the notebook
   submits and collects batches one after another, so this cost is serial there);
-- ``per_byte_s``: each byte a batch ships, from a ``map`` of no-op calls on the sampled items
-  themselves, one per batch, against the same ``map`` of tiny items. A batch's bytes are what
-  pickling its items together gives: what the items share is shipped once per batch;
+- bytes: ``map`` ships a batch's items inside its task's arguments, which Ray copies into the
+  object store from the notebook (``per_byte_s`` per byte, measured by putting the sampled
+  items there as one batch; ``busy_per_byte_s`` the same while the sample keeps every slot busy,
+  since on a node with few cores the notebook then competes with the workers for CPU) and a
+  worker copies out again before its items run (``worker_per_byte_s``, measured as the sample's
+  workers read their items; the slot is taken meanwhile). The notebook's rate for a batch is
+  between the two by the share of slots busy when it is submitted. A batch's bytes are what
+  pickling its items together gives: what the items share is shipped once per batch. Costs
+  fixed per object (a few ms) are amortized over a batch's items, so they are not charged per
+  byte;
 - at most ``IN_FLIGHT_PER_SLOT`` batches per slot are in flight, and each batch occupies one slot
   for ``items x per-item time``.
 """
@@ -80,6 +87,10 @@ class Measurements:
     # mean per-item time over a batch's worth of calls on every slot at once; None: the mean
     # of per_item_s (a few short calls can miss the pauses of a busy machine)
     sustained_per_item_s: float | None = None
+    # seconds per byte the notebook spends shipping while every slot is busy; None: per_byte_s
+    busy_per_byte_s: float | None = None
+    # seconds per byte a worker spends reading a batch's arguments before its items run
+    worker_per_byte_s: float = 0.0
 
 
 @dataclass
@@ -103,7 +114,7 @@ class Prediction:
     efficiency: float
     ideal_s: float  # serial_s / slots: perfect scaling
     overhead_s: float  # map's own cost: its setup and every batch's submission and collection
-    transfer_s: float  # bytes shipped, all batches together
+    transfer_s: float  # bytes shipped: the notebook's and the workers' copies, all batches
     serial_part_s: float  # the probe batch, run alone before the rest
     extra: dict[str, float] = field(default_factory=dict)
 
@@ -179,16 +190,23 @@ def predict(m: Measurements) -> Prediction:
     clock = start - m.overhead_s
     finish = 0.0
     probe = 0.0
+    transfer = 0.0
+    busy_rate = m.per_byte_s if m.busy_per_byte_s is None else m.busy_per_byte_s
     for number, (size, nbytes) in enumerate(zip(batches, per_batch_bytes, strict=True)):
-        clock += m.overhead_s + nbytes * m.per_byte_s
+        # the notebook ships slower while the workers take the node's CPUs
+        busy_share = sum(1 for f in free if f > clock) / slots
+        shipping = nbytes * (m.per_byte_s + (busy_rate - m.per_byte_s) * busy_share)
+        reading = nbytes * m.worker_per_byte_s  # on the slot, before the batch's items run
+        transfer += shipping + reading
+        clock += m.overhead_s + shipping
         if len(ends) >= limit:  # map waits for one batch to finish before submitting more
             clock = max(clock, heapq.heappop(ends))
         slot = heapq.heappop(free)
         if number == 0:
             # the first batch runs alone: a whole round trip (start_s), then its work
-            end = start + nbytes * m.per_byte_s + size * per_item
+            end = start + shipping + reading + size * per_item
         else:
-            end = max(clock, slot) + size * per_item
+            end = max(clock, slot) + reading + size * per_item
         heapq.heappush(free, end)
         if number == 0 and m.batch_size == "auto" and len(batches) > 1:
             # the probe: map collects it before it sizes and submits anything else
@@ -206,7 +224,7 @@ def predict(m: Measurements) -> Prediction:
         efficiency=speedup / slots,
         ideal_s=serial / slots,
         overhead_s=start + (len(batches) - 1) * m.overhead_s,
-        transfer_s=sum(per_batch_bytes) * m.per_byte_s,
+        transfer_s=transfer,
         serial_part_s=probe,
     )
 
