@@ -30,7 +30,8 @@ DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, ne
 
 def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
     """A head started by hand; returns the `ray start` process (its group) and the GCS address."""
-    port = ray_start.free_port()
+    free = ray_start.distinct_ports()  # three ports, never one twice
+    port = free("gcs")
     args = [
         ray_start.ray_executable(),
         "start",
@@ -38,8 +39,8 @@ def _ray_start_head(temp_dir: str | None) -> tuple[subprocess.Popen[str], str]:
         f"--port={port}",
         "--num-cpus=1",
         "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={ray_start.free_port()}",
-        f"--ray-client-server-port={ray_start.free_port()}",
+        f"--dashboard-port={free('dashboard')}",
+        f"--ray-client-server-port={free('client')}",
         "--disable-usage-stats",
     ]
     if temp_dir:
