@@ -23,6 +23,7 @@ __all__ = [
     "new_token",
     "published_dashboard",
     "snapshot",
+    "task_node",
     "task_states",
 ]
 
@@ -249,6 +250,24 @@ def task_states(gcs_address: str, timeout: float = 5.0) -> TaskStates:
 # Per GCS address: the dropped count the answers were read at, and for each ended job whether
 # its driver's record says FINISHED (final once the job ended; re-asked when records drop).
 _DRIVERS: dict[str, tuple[int, dict[bytes, bool]]] = {}
+
+
+def task_node(gcs_address: str, task_id: str, timeout: float = 5.0) -> str | None:
+    """The id (hex) of the node that ran task ``task_id`` (hex), from the GCS's task events
+    (blocking; no dashboard needed); None while the GCS has no node for it yet."""
+    from ray.core.generated import gcs_service_pb2
+
+    pb: Any = gcs_service_pb2
+    filters = pb.GetTaskEventsRequest.Filters
+    only = filters(exclude_driver=True)
+    only.task_filters.append(
+        filters.TaskIdFilter(task_id=bytes.fromhex(task_id), predicate=pb.FilterPredicate.EQUAL)
+    )
+    reply = _task_stub(gcs_address).GetTaskEvents(
+        pb.GetTaskEventsRequest(limit=10, filters=only), timeout=timeout
+    )
+    nodes = [e.state_updates.node_id for e in reply.events_by_task if e.state_updates.node_id]
+    return nodes[-1].hex() if nodes else None
 
 
 def _finished_drivers(gcs_address: str, dropped: int, timeout: float) -> int:

@@ -71,24 +71,24 @@ def _look_on(node_id: str, paths: list[str]) -> dict[str, Any] | None:
 
 
 def _node_of(ref: Any, error: BaseException) -> str | None:
-    """The id of the node that ran the failed task: Ray's task events, else the worker's IP."""
+    """The id of the node that ran the failed task: Ray's task events (asked of the GCS
+    itself, which a busy dashboard does not slow down), else the worker's IP."""
     import ray
+
+    from .._raystate import task_node
 
     deadline = time.monotonic() + _NODE_LOOKUP_S
     while ref is not None and hasattr(ref, "task_id"):
         try:
-            from ray.util.state import get_task
-
-            task = get_task(ref.task_id().hex(), timeout=5)
-            task = task[-1] if isinstance(task, list) and task else task
-            node = getattr(task, "node_id", None)
+            gcs = ray.get_runtime_context().gcs_address
+            node = task_node(gcs, ref.task_id().hex(), timeout=5)
             if node:
-                return str(node)
-        except Exception:  # noqa: BLE001 - no dashboard: fall back to the IP below
+                return node
+        except Exception:  # noqa: BLE001 - task events off or unreadable: the IP below
             break
         if time.monotonic() > deadline:
             break
-        time.sleep(0.25)
+        time.sleep(0.25)  # the task's events reach the GCS within about a second
     ip = getattr(error, "ip", None)
     nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("NodeManagerAddress") == ip]
     return nodes[0]["NodeID"] if len(nodes) == 1 else None
