@@ -19,6 +19,7 @@ from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from .backends import Backend, Observed, Spec
+from .models import error_text
 
 __all__ = ["Launch"]
 
@@ -101,7 +102,7 @@ class Launch:
                 self.manager.launch_timeout,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - LaunchError, or anything else, is reported
-            self.cluster.status, self.cluster.error = "error", _sentence(exc)
+            self.cluster.status, self.cluster.error = "error", error_text(exc)
             self.manager._save(self.cluster)
             return False
         self.cluster.record.update(updates)
@@ -157,8 +158,3 @@ class Launch:
         # A scheduler's queue is read less often than Ray's nodes: its controller is shared.
         slow = observed.waiting or observed.blocked or self.cluster.status == "error"
         return self.manager.max_age if slow else 0.5
-
-
-def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:400] if text else type(exc).__name__

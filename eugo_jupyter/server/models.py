@@ -62,12 +62,30 @@ from typing import Any, TypedDict
 from . import findings, monitor
 from .expiry import ExpiryModel
 
-__all__ = ["ClusterModel", "KindFacts", "TaskCounts", "make_cluster_model", "timestamp"]
+__all__ = [
+    "ClusterModel",
+    "KindFacts",
+    "TaskCounts",
+    "error_text",
+    "make_cluster_model",
+    "timestamp",
+]
 
 
 def timestamp() -> str:
     """Now, as a model's ``created`` and ``updated`` fields write it (UTC, to the second)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as a model's ``error`` (or a sentence's part) says it: its first line, at
+    most 400 characters, else the exception's type.
+
+    >>> error_text(OSError("No route to host\\nmore detail"))
+    'No route to host'
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0][:400] if text else type(exc).__name__
 
 
 class TaskCounts(TypedDict):

@@ -21,14 +21,9 @@ from typing import Any
 from .. import records
 from . import monitor, proxy_policy
 from .backends import Backend, Observed
-from .models import timestamp
+from .models import error_text, timestamp
 
 __all__ = ["Observer"]
-
-
-def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:400] if text else type(exc).__name__
 
 
 class Observer:
@@ -124,7 +119,7 @@ class Observer:
             data = await self.read(cluster)
         except Exception as exc:  # noqa: BLE001 - any failure to read becomes a sentence
             cluster.read_at = time.monotonic()
-            detail = _sentence(exc)
+            detail = error_text(exc)
             if not self.backends[cluster.kind].owns_processes:  # connected: it may be gone
                 cluster.status = "error"
                 cluster.error = (

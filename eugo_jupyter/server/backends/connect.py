@@ -15,6 +15,7 @@ from ... import _rayaddress
 from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
 from .. import monitor, proxy_policy, requests
+from ..models import error_text
 from .base import Backend, Observed, Plan, Spec
 
 __all__ = ["ConnectBackend"]
@@ -89,10 +90,9 @@ class ConnectBackend(Backend):
             try:
                 monitor.read(address, None, 3.0)
             except Exception as exc:  # noqa: BLE001 - any failure means "not a GCS"
-                text = str(exc).strip()
                 raise ClusterError(
                     f"Something answers at {address}, but not as a Ray cluster's GCS "
-                    f"({text.splitlines()[0][:400] if text else type(exc).__name__}). Give the "
+                    f"({error_text(exc)}). Give the "
                     "head's GCS address (host:port), or ray://host:10001 for a Ray client server."
                 ) from None
         named, refused = dashboard is not None, None
