@@ -234,12 +234,12 @@ class Router:
         call.lines.extend(lines)
         if call.area is not None and lines:
             many = len(lines) != 1
+            them = "them" if many else "it"
             call.area.add(
                 call,
                 f"{len(lines):,} line{'s' if many else ''} went straight to the worker's {stream} "
-                f"(C code or a subprocess): Ray's log stream shows {'them' if many else 'it'} "
-                "with a (pid=...) prefix, and eugo.hpc.logs(fut) returns "
-                f"{'them' if many else 'it'} with the rest.",
+                f"(C code or a subprocess): Ray's log stream shows {them} with a (pid=...) "
+                f"prefix, and eugo.hpc.logs(fut) returns {them} with the rest.",
             )
 
     def _line(self, call: _Call, line: str) -> None:

@@ -97,13 +97,19 @@ def _jit(numba: Any, fn: types.FunctionType, parallel: bool) -> Any:
     return numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
 
 
+def _jit_helpers(numba: Any, cands: _candidates.Candidates) -> dict[str, Any]:
+    """Each helper as a (lazy) serial dispatcher, callees first, calling each other compiled."""
+    compiled: dict[str, Any] = {}
+    for name, helper in cands.helpers.items():
+        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+    return compiled
+
+
 def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: bool) -> Compiled:
     """Compile ``cands`` for ``signature``; raises numba's error when it cannot."""
     numba = numba_module()
     assert numba is not None
-    compiled: dict[str, Any] = {}
-    for name, helper in cands.helpers.items():
-        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+    compiled = _jit_helpers(numba, cands)
     dispatcher = _self_bound(_jit(numba, _rebind(cands.fn, compiled), parallel))
     note = ""
     began = time.perf_counter()
@@ -186,9 +192,7 @@ def helpers_only(cands: _candidates.Candidates, why: str) -> Compiled:
     """``cands.fn`` kept Python over its helpers compiled lazily (serial, never fastmath)."""
     numba = numba_module()
     assert numba is not None
-    compiled: dict[str, Any] = {}
-    for name, helper in cands.helpers.items():
-        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+    compiled = _jit_helpers(numba, cands)
     helpers = {
         name: _Helper(compiled[name], cands.helpers[name])
         for name in cands.helpers
