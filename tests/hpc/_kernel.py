@@ -35,7 +35,11 @@ class Kernel:
             self.streams.setdefault(cell, []).append((content["name"], content["text"]))
             self.order.setdefault(cell, []).append("stream:" + content["text"])
         elif kind in ("display_data", "update_display_data", "execute_result"):
-            display_id = content.get("transient", {}).get("display_id") or f"{kind}:{id(msg)}"
+            # Without a display id, the message's own id (an object's id() is reused once freed).
+            display_id = (
+                content.get("transient", {}).get("display_id")
+                or f"{kind}:{msg['header']['msg_id']}"
+            )
             if kind != "update_display_data":
                 self.owner.setdefault(display_id, cell)
             self.display[display_id] = content["data"].get("text/plain", "")
