@@ -126,6 +126,7 @@ class DistributedFunction:
             _submission_failed(self._fn, args, kwargs, exc)
             raise
         for ref in refs if isinstance(refs, list) else (refs,):
+            ref = _output.task_ref(ref)  # a streaming generator: its task's own future
             if hasattr(ref, "binary"):
                 _submissions.remember(ref, submitter.name, submitter.key)
         return refs

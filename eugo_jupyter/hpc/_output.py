@@ -39,6 +39,7 @@ __all__ = [
     "prepare_class",
     "router",
     "settle",
+    "task_ref",
     "track_method",
 ]
 
@@ -97,7 +98,8 @@ class _Area:
 
     def add(self, call: _Call, line: str) -> None:
         self.dirty = True
-        self.nodes.add(call.node)
+        if call.node:  # a --no-block cell's lines come without one
+            self.nodes.add(call.node)
         count = self.per_call.get(id(call), 0)
         if count < PER_CALL and len(self.shown) < PER_CELL:
             self.per_call[id(call)] = count + 1
@@ -164,9 +166,10 @@ class Router:
         header = getattr(self.shell, "parent_header", None) or {}
         return str(header.get("header", {}).get("msg_id", ""))
 
-    def track(self, ref: Any, label: str) -> None:
+    def track(self, ref: Any, label: str) -> _Call | None:
         if label in self.skip:
-            return
+            return None
+        ref = task_ref(ref)
         with self.lock:
             cell = self.cell()
             area = self.areas.get(cell)
@@ -175,9 +178,10 @@ class Router:
                 area.open()  # now, in the calling cell: lines printed later land here
                 while len(self.areas) > 1000:
                     self.areas.popitem(last=False)
-            self.calls[ref.task_id().hex()] = _Call(label, area)
+            call = self.calls[ref.task_id().hex()] = _Call(label, area)
             while len(self.calls) > KEEP_CALLS:
                 self.calls.popitem(last=False)
+            return call
 
     # -- collecting -----------------------------------------------------------------------
     def pump(self) -> None:
@@ -195,29 +199,35 @@ class Router:
                 call = self.calls.get(key)
                 if call is None:
                     call = self.calls[key] = _Call("?", None)
-                for stream, text in chunks:
-                    if stream == "node":
-                        call.node = text
-                        continue
-                    if stream.startswith("fd:"):
-                        self._straight(call, stream[3:], _ANSI.sub("", text))
-                        continue
-                    self._lines(call, stream, _ANSI.sub("", text))
+                self._feed(call, chunks)
                 if call.area is not None:
                     touched.add(id(call.area))
             for key in finished:
                 call = self.calls.get(key)
                 if call is not None:
-                    call.finished = True
-                    for rest in list(call.partial.values()):
-                        if rest:
-                            self._line(call, rest)
-                    call.partial.clear()
+                    self._finish(call)
                     if call.area is not None:
                         touched.add(id(call.area))
             for area in self.areas.values():
                 if id(area) in touched:
                     area.update()
+
+    def _feed(self, call: _Call, chunks: Iterable[tuple[str, str]]) -> None:
+        for stream, text in chunks:
+            if stream == "node":
+                call.node = text
+            elif stream == "note":  # a line about the call (not printed by it)
+                if call.area is not None:
+                    call.area.add(call, text)
+            else:  # stdout, stderr, and fd:stdout, fd:stderr (written straight to them)
+                self._lines(call, stream, _ANSI.sub("", text))
+
+    def _finish(self, call: _Call) -> None:
+        call.finished = True
+        for rest in list(call.partial.values()):
+            if rest:
+                self._line(call, rest)
+        call.partial.clear()
 
     def _lines(self, call: _Call, stream: str, text: str) -> None:
         text = call.partial.pop(stream, "") + text
@@ -226,21 +236,6 @@ class Router:
             self._line(call, line)
         if rest:
             call.partial[stream] = rest
-
-    def _straight(self, call: _Call, stream: str, text: str) -> None:
-        """What the call wrote to its worker's descriptor itself (C code, a subprocess): kept
-        for ``logs``, and one line under the cell says where it went."""
-        lines = text.splitlines()
-        call.lines.extend(lines)
-        if call.area is not None and lines:
-            many = len(lines) != 1
-            them = "them" if many else "it"
-            call.area.add(
-                call,
-                f"{len(lines):,} line{'s' if many else ''} went straight to the worker's {stream} "
-                f"(C code or a subprocess): Ray's log stream shows {them} with a (pid=...) "
-                f"prefix, and eugo.hpc.logs(fut) returns {them} with the rest.",
-            )
 
     def _line(self, call: _Call, line: str) -> None:
         call.lines.append(line)
@@ -264,7 +259,7 @@ class Router:
 
     def text_of(self, ref: Any) -> str | None:
         with self.lock:
-            call = self.calls.get(ref.task_id().hex())
+            call = self.calls.get(task_ref(ref).task_id().hex())
             if call is None:
                 return None
             lines = list(call.lines)
@@ -363,11 +358,21 @@ def prepare_class(cls: type, label: str) -> type:
     return wrap_class(cls, active.hub_name)
 
 
+def task_ref(ref: Any) -> Any:
+    """The future that names the task behind ``ref``: a streaming generator's own (Ray's
+    ``completed()``, the same task as every item it yields), else ``ref`` itself."""
+    if not hasattr(ref, "task_id") and hasattr(ref, "completed"):
+        return ref.completed()
+    return ref
+
+
 def track_method(ref: Any, label: str) -> None:
     """An actor method call was submitted (its class was prepared): its lines go under this cell."""
     active = router
-    if active is not None and label.split(".")[0] in active.actors and hasattr(ref, "task_id"):
-        active.track(ref, label)
+    if active is not None and label.split(".")[0] in active.actors:
+        ref = task_ref(ref)
+        if hasattr(ref, "task_id"):
+            active.track(ref, label)
 
 
 def settle(refs: Iterable[Any]) -> None:
@@ -409,6 +414,7 @@ def logs(future: Any) -> str:
     try:
         from ray.util.state import get_log
 
-        return "".join(line + "\n" for line in get_log(task_id=future.task_id().hex()))
+        task_id = task_ref(future).task_id().hex()
+        return "".join(line + "\n" for line in get_log(task_id=task_id))
     except Exception:  # noqa: BLE001 - no dashboard, or the task printed nothing
         return ""

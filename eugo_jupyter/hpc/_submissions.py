@@ -17,7 +17,7 @@ RequestKey = tuple[tuple[str, float], ...]
 
 _LIMIT = 200_000
 #: Told of every call as it is submitted (the notebook's output router, see _output).
-on_remember: Callable[[Any, str], None] | None = None
+on_remember: Callable[[Any, str], object] | None = None
 _by_ref: OrderedDict[bytes, tuple[str, RequestKey]] = OrderedDict()
 _names_by_request: defaultdict[RequestKey, set[str]] = defaultdict(set)
 

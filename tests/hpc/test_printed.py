@@ -1,11 +1,12 @@
 """The worker side of a call's printed lines, without a notebook: a missing hub never costs the
-call its value (real Ray)."""
+call its value or its lines (real Ray)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from eugo_jupyter.hpc._printed import wrap
+from eugo_jupyter.hpc._printed import wrap, wrap_class
 
 
 def _talk(word: str) -> str:
@@ -20,3 +21,25 @@ def test_a_call_whose_hub_is_missing_still_returns_its_value(ray_local: Any) -> 
 
     remote = ray.remote(wrap(_talk, "eugo-calls-not-on-this-cluster"))
     assert ray.get(remote.remote("kept")) == "KEPT"
+
+
+class _Native:
+    def write(self, text: str) -> str:
+        os.write(1, text.encode() + b"\n")  # as C code does, past sys.stdout
+        return self.where()
+
+    def where(self) -> str:  # called from write: one call, not a second one
+        return os.readlink("/proc/self/fd/1")
+
+
+def test_without_a_hub_what_c_code_writes_still_reaches_rays_log_file(ray_local: Any) -> None:
+    import ray
+
+    actor = ray.remote(wrap_class(_Native, "eugo-calls-not-on-this-cluster")).remote()
+    log = ray.get(actor.__ray_call__.remote(lambda self: os.readlink("/proc/self/fd/1")))
+    during = ray.get(actor.write.remote("straight to the descriptor, no hub"))
+    after = ray.get(actor.__ray_call__.remote(lambda self: os.readlink("/proc/self/fd/1")))
+    assert during != log  # while the call ran, descriptor 1 was the call's own file
+    assert after == log  # and is Ray's log file again once it returned
+    with open(log, encoding="utf-8", errors="replace") as f:
+        assert "straight to the descriptor, no hub" in f.read()

@@ -90,6 +90,7 @@ class _Sink:
         self.lost = False  # no hub could be found: lines go to the process's own streams
         self._lock = threading.Lock()
         self._chunks: Chunks = []
+        self._sending = threading.Lock()  # one batch number per batch, whichever thread sends
         self.sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,12 +127,19 @@ class _Sink:
             chunks, self._chunks = self._chunks, []
         return chunks
 
+    def send(self) -> Any:
+        """Send what is buffered as the next batch; the hub's reply to wait on, or None."""
+        with self._sending:
+            chunks = self._take()
+            if not chunks or self._hub is None:
+                return None
+            ref = self._hub.write.remote(self._cell_id, self.sent, chunks)
+            self.sent += 1
+            return ref
+
     def _loop(self) -> None:
         while not self._stop.wait(FLUSH_INTERVAL):
-            chunks = self._take()
-            if chunks:
-                self._hub.write.remote(self._cell_id, self.sent, chunks)
-                self.sent += 1
+            self.send()
 
     def close(self) -> Chunks:
         """Stop sending; what is left is returned with the result (the tail)."""
