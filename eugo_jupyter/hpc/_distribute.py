@@ -193,11 +193,12 @@ class ActorMethod:
             self._proxy._globals.warn_if_stale(self._attr, stacklevel=2)
         if recorder is not None and self._proxy is not None:
             proxy = self._proxy
-            return recorder.submit_method(
+            ref = recorder.submit_method(
                 proxy._cls, proxy.handle, self._attr, self._name,
                 self._method, self._timed, args, kwargs,
             )  # fmt: skip
-        ref = self._method.remote(*args, **kwargs)
+        else:
+            ref = self._method.remote(*args, **kwargs)
         if _output.router is not None:
             _output.track_method(ref, self._name)  # its prints go under the calling cell
         return ref

@@ -289,6 +289,24 @@ def test_generator_tasks_and_methods_print_under_the_calling_cell(kernel: Kernel
     assert "made 2" in kernel.value("print(eugo.hpc.logs(stream))")
 
 
+def test_calls_made_while_a_profile_records_print_under_the_calling_cell(kernel: Kernel) -> None:
+    cell = kernel.run(
+        """
+        @eugo.hpc.distribute
+        class Tally:
+            def add(self, k):
+                print('adding', k)
+                return k
+        tally = Tally()
+        with eugo.hpc.profile() as recorded:
+            print(eugo.hpc.get([talk('while profiled', 1), tally.add(5)]))
+        """
+    )
+    shown = kernel.under(cell)
+    assert "[talk] while profiled 0" in shown and "[Tally.add] adding 5" in shown, shown
+    assert "pid=" not in shown
+
+
 def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
     kernel: Kernel,
 ) -> None:

@@ -172,3 +172,29 @@ def test_profile_reports_an_actor_reading_a_stale_global_with_the_fix(kernel: Ke
     assert "Pass PRICE as an argument" in out and "create the actor again" in out
     kinds = kernel.value("[f['kind'] for f in fresh_run.report().findings]")
     assert "stale_global" not in kinds
+
+
+def test_a_call_made_while_a_profile_records_sees_the_current_globals(kernel: Kernel) -> None:
+    kernel.run(
+        """
+        LEVEL = 1
+        @eugo.hpc.distribute
+        def level():
+            return LEVEL
+        @eugo.hpc.distribute
+        def levels(n):
+            for _ in range(n):
+                yield LEVEL
+        """
+    )
+    seen = kernel.value(
+        """
+        with eugo.hpc.profile():
+            seen = [eugo.hpc.get(level()), [eugo.hpc.get(r) for r in levels(1)]]
+            LEVEL = 2
+            seen += [eugo.hpc.get(level()), eugo.hpc.get(level.options(num_cpus=1)())]
+            seen += [[eugo.hpc.get(r) for r in levels(2)]]
+        seen
+        """
+    )
+    assert seen == "[1, [1], 2, 2, [2, 2]]"

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any, TypedDict
 
-from .. import _serialized, _static
+from .. import _freshness, _output, _serialized, _static
 from . import worker
 
 __all__ = ["ArgRecord", "GetRecord", "Recorder", "RunModel", "TaskRecord"]
@@ -101,11 +101,14 @@ class RunModel(TypedDict):
 class _Function:
     """What is known of one function object, worked out once per profile."""
 
-    __slots__ = ("target", "remotes", "definition", "size", "captured", "writes", "is_async")
+    __slots__ = (
+        "target", "remotes", "reads", "definition", "size", "captured", "writes", "is_async",
+    )  # fmt: skip
 
     def __init__(self, target: Any, definition: int) -> None:
         self.target = target  # held: Ray holds exported functions too, and ids must stay unique
-        self.remotes: dict[str, Any] = {}
+        self.remotes: dict[str, Any] = {}  # per options: the timed export of the function
+        self.reads: _freshness.Reads | None = None  # the globals the exports were made with
         self.definition = definition
         self.writes = _static.global_writes(target)
         self.size = _serialized.function_size(target) if not isinstance(target, type) else 0
@@ -255,22 +258,34 @@ class Recorder:
         return records, deps
 
     # -- submitting ---------------------------------------------------------------------------
-    def _remote_for(self, info: _Function, label: str, options: Mapping[str, Any]) -> Any:
+    def _remote_for(self, info: _Function, label: str, options: Mapping[str, Any],
+                    timed: bool) -> Any:  # fmt: skip
+        """The function's export for these options: timed (two results) or as it is (a
+        generator, several results); made again when a global it reads changed since, so a
+        call sees the notebook's current state as an unprofiled one does."""
         import functools
 
         import ray
 
-        key = repr(sorted(options.items()))
+        if info.reads is not None and info.reads.stale():
+            info.remotes.clear()
+        key = repr((timed, sorted(options.items())))
         remote = info.remotes.get(key)
         if remote is None:
-            fn = info.target
+            if not info.remotes:
+                info.reads = _freshness.reads_of(info.target)
+            body = _output.prepare(info.target, label)  # its prints go under the calling cell
+            if timed:
 
-            @functools.wraps(fn)  # Ray names the function (and its size warnings) after this
-            def run(*args: Any, **kwargs: Any) -> Any:
-                return worker.timed_call(fn, args, kwargs)
+                @functools.wraps(info.target)  # Ray names the function (and its warnings) so
+                def run(*args: Any, **kwargs: Any) -> Any:
+                    return worker.timed_call(body, args, kwargs)
 
-            opts = {"name": label, **options, "num_returns": 2}
-            remote = info.remotes[key] = ray.remote(run).options(**opts)
+                remote = ray.remote(run).options(**{"name": label, **options, "num_returns": 2})
+            else:
+                remote = ray.remote(body)
+                remote = remote.options(**options) if options else remote
+            info.remotes[key] = remote
         return remote
 
     def _record(self, record: TaskRecord, value_ref: Any, timing_ref: Any) -> None:
@@ -315,17 +330,17 @@ class Recorder:
         kwargs: dict,
     ) -> Any:
         """Submit ``fn(*args, **kwargs)`` as a timed task; returns the task's own future."""
-        import ray
-
         info = self._function(fn, label)
         values = list(args) + list(kwargs.values())
         record = self._base(label, "task", info, self._names(fn, args, kwargs), values, request)
-        if options.get("num_returns", 1) not in (1, None):
+        generator = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        if generator or options.get("num_returns", 1) not in (1, None):
             # several returns or a generator: record the submission only
-            value_ref = ray.remote(fn).options(**options).remote(*args, **kwargs)
+            value_ref = self._remote_for(info, label, options, False).remote(*args, **kwargs)
             timing_ref = None
         else:
-            value_ref, timing_ref = self._remote_for(info, label, options).remote(*args, **kwargs)
+            remote = self._remote_for(info, label, options, True)
+            value_ref, timing_ref = remote.remote(*args, **kwargs)
         self._record(record, value_ref, timing_ref)
         return value_ref
 
