@@ -15,7 +15,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
-- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
+- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``), and
+  :func:`cell_writer` (where a ``--no-block`` cell's output goes under its cell);
 - Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
   :func:`dashboard_auth_headers`, :func:`published_dashboard`;
 - :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
@@ -51,6 +52,7 @@ from ._options import (
     resolve_options,
     validate_options,
 )
+from ._output import cell_writer
 from ._progress import in_notebook
 from ._session import connection, ensure, probe, use_token_auth
 
@@ -63,6 +65,7 @@ __all__ = [
     "connection",
     "current_snapshot",
     "dashboard_auth_headers",
+    "cell_writer",
     "cells",
     "describe_request",
     "diagnose",

@@ -32,6 +32,7 @@ __all__ = [
     "PER_CALL",
     "PER_CELL",
     "Router",
+    "cell_writer",
     "connected",
     "disconnect",
     "logs",
@@ -182,6 +183,27 @@ class Router:
             while len(self.calls) > KEEP_CALLS:
                 self.calls.popitem(last=False)
             return call
+
+    def cell_writer(
+        self, ref: Any, label: str
+    ) -> Callable[[Iterable[tuple[str, str]] | None], None]:
+        """Where a ``%%distribute --no-block`` cell's output goes once its cell has finished:
+        into this cell's area, as the call ``ref`` (call it with the chunks read from the
+        cell's hub, then with ``None`` when the cell ended)."""
+        call = self.track(ref, label)
+
+        def write(chunks: Iterable[tuple[str, str]] | None) -> None:
+            if call is None:
+                return
+            with self.lock:
+                if chunks is None:
+                    self._finish(call)
+                else:
+                    self._feed(call, chunks)
+                if call.area is not None:
+                    call.area.update()
+
+        return write
 
     # -- collecting -----------------------------------------------------------------------
     def pump(self) -> None:
@@ -373,6 +395,13 @@ def track_method(ref: Any, label: str) -> None:
         ref = task_ref(ref)
         if hasattr(ref, "task_id"):
             active.track(ref, label)
+
+
+def cell_writer(ref: Any, label: str) -> Callable[[Iterable[tuple[str, str]] | None], None] | None:
+    """In a notebook, where a ``%%distribute --no-block`` cell's output goes: an area of the
+    calling cell (call this in that cell), keyed by the cell's future ``ref``; else None."""
+    active = _router()
+    return None if active is None else active.cell_writer(ref, label)
 
 
 def settle(refs: Iterable[Any]) -> None:

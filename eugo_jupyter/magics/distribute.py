@@ -15,6 +15,7 @@ finished: when ``eugo.hpc.get(fut)`` returns, or before the next cell runs, whic
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
@@ -35,6 +36,7 @@ from ..exceptions import (
     SerializationError,
 )
 from ..hpc._internal import (
+    cell_writer,
     cells,
     current_snapshot,
     explain_unpicklable,
@@ -207,14 +209,23 @@ class EugoMagics(Magics):
         self.shell.user_ns[out] = run.value_ref
         with self._lock:
             self._pending[run.value_ref.binary()] = _Pending(run, out, label)
+        # In a notebook the cell's prints go to an output area this cell owns (made now, in
+        # it), as a call's do: shown there even after the cell finished, and kept for
+        # eugo.hpc.logs(fut).
+        routed = cell_writer(run.value_ref, label)
+        if routed is not None:
+            write: Write = routed
+            done: Callable[[], None] = functools.partial(routed, None)  # the cell ended
+        else:
+            write, done = self._no_block_writer(), lambda: None
         thread = threading.Thread(
-            target=self._pump, args=(run, self._no_block_writer()), name=f"eugo-{out}-output",
-            daemon=True,
-        )  # fmt: skip
+            target=self._pump, args=(run, write, done), name=f"eugo-{out}-output", daemon=True
+        )
         thread.start()
 
     def _no_block_writer(self) -> Write:
-        """Where a --no-block cell's prints go: an Output under the cell in a notebook."""
+        """Where a --no-block cell's prints go when they are not routed (``EUGO_OUTPUT=ray``):
+        an Output widget under the cell in a notebook, else this process's streams."""
         if in_notebook():
             import ipywidgets
             from IPython.display import display
@@ -229,13 +240,14 @@ class EugoMagics(Magics):
             return to_widget
         return _emit
 
-    def _pump(self, run: cells.CellRun, write: Write) -> None:
+    def _pump(self, run: cells.CellRun, write: Write, done: Callable[[], None]) -> None:
         try:
             while not run.ready(cells.POLL):
                 chunks = run.read_output()
                 if chunks:
                     write(chunks)
             run.finish_output(run.result_payload() or {}, write)
+            done()
         except Exception:  # noqa: BLE001 - output is best effort; the result is in the future
             return
 

@@ -307,6 +307,22 @@ def test_calls_made_while_a_profile_records_print_under_the_calling_cell(kernel:
     assert "pid=" not in shown
 
 
+def test_a_no_block_cell_prints_under_its_cell_after_it_finished(kernel: Kernel) -> None:
+    first = kernel.run(
+        """
+        %%distribute --no-block --out later_cell
+        import time
+        for i in range(3):
+            time.sleep(0.5)
+            print('still going', i)
+        """
+    )
+    second = kernel.run("time.sleep(3)")
+    assert kernel.until(lambda: "still going 2" in kernel.under(first)), kernel.under(first)
+    assert "still going" not in kernel.under(second)
+    assert "still going 1" in kernel.value("print(eugo.hpc.logs(later_cell))")
+
+
 def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
     kernel: Kernel,
 ) -> None:
