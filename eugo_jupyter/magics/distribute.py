@@ -53,6 +53,10 @@ __all__ = ["EugoMagics", "syntax_transformer"]
 
 Write = Callable[[cells.Chunks], None]
 
+#: How long binding a finished ``--no-block`` cell waits for its last lines to be shown (it
+#: bounds only a hub lost with its cluster; the lines are normally there within a poll).
+_OUTPUT_WAIT = 30.0
+
 
 @dataclass
 class _Pending:
@@ -61,6 +65,8 @@ class _Pending:
     run: cells.CellRun
     out: str
     label: str
+    #: Shows the cell's output; done once the cell's last lines are shown.
+    output: threading.Thread | None = None
 
 
 def _emit(chunks: cells.Chunks) -> None:
@@ -207,8 +213,6 @@ class EugoMagics(Magics):
     # -- --no-block -------------------------------------------------------------------------
     def _start_no_block(self, run: cells.CellRun, out: str, label: str) -> None:
         self.shell.user_ns[out] = run.value_ref
-        with self._lock:
-            self._pending[run.value_ref.binary()] = _Pending(run, out, label)
         # In a notebook the cell's prints go to an output area this cell owns (made now, in
         # it), as a call's do: shown there even after the cell finished, and kept for
         # eugo.hpc.logs(fut).
@@ -221,6 +225,8 @@ class EugoMagics(Magics):
         thread = threading.Thread(
             target=self._pump, args=(run, write, done), name=f"eugo-{out}-output", daemon=True
         )
+        with self._lock:
+            self._pending[run.value_ref.binary()] = _Pending(run, out, label, thread)
         thread.start()
 
     def _no_block_writer(self) -> Write:
@@ -269,6 +275,9 @@ class EugoMagics(Magics):
             for p in [*finished, *lost]:
                 self._pending.pop(p.run.value_ref.binary(), None)
         for p in finished:
+            if p.output is not None:
+                # Its last lines shown first: get(fut) returns after them, as for a call.
+                p.output.join(timeout=_OUTPUT_WAIT)
             payload = p.run.result_payload()
             if payload is None:
                 continue  # cancelled or lost: nothing to bind

@@ -321,6 +321,13 @@ def test_a_no_block_cell_prints_under_its_cell_after_it_finished(kernel: Kernel)
     assert kernel.until(lambda: "still going 2" in kernel.under(first)), kernel.under(first)
     assert "still going" not in kernel.under(second)
     assert "still going 1" in kernel.value("print(eugo.hpc.logs(later_cell))")
+    # get of the cell's future returns once the lines it printed are shown, as for a call.
+    first = kernel.run(
+        "%%distribute --no-block --out quick_cell\nimport time\ntime.sleep(1)\n"
+        "print('said before the value')\n"
+    )
+    kernel.run("eugo.hpc.get(quick_cell)")
+    assert "said before the value" in kernel.under(first)
 
 
 def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
