@@ -182,7 +182,8 @@ class _Descriptors:
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="eugo-fd", daemon=True)
                 self.thread.start()
-            self.wake.set()
+            if not self.wake.is_set():
+                self.wake.set()
 
     @staticmethod
     def _file() -> int:
