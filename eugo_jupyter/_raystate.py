@@ -20,6 +20,7 @@ __all__ = [
     "dashboard_auth_headers",
     "enable_token_auth",
     "has_live_driver",
+    "keep_repeated_log_lines",
     "new_token",
     "published_dashboard",
     "snapshot",
@@ -113,6 +114,17 @@ def enable_token_auth() -> None:
         pass
     finally:
         quiet.setLevel(level)
+
+
+def keep_repeated_log_lines() -> None:
+    """Stop this driver folding worker lines that several workers print alike (Ray's
+    ``RAY_DEDUP_LOGS``, read once when Ray is imported): a notebook shows every line."""
+    try:
+        from ray._private import ray_logging
+
+        ray_logging.RAY_DEDUP_LOGS = False  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        pass
 
 
 def dashboard_auth_headers() -> dict[str, str]:

@@ -356,14 +356,11 @@ def quiet_startup() -> None:
     if not any(isinstance(f, _NoTokenNotice) for f in logger.filters):
         logger.addFilter(_NoTokenNotice())
     if "RAY_DEDUP_LOGS" not in os.environ:
-        # What still comes through Ray's own stream (an actor's prints, C code writing to its
-        # file descriptors) is not folded either: a notebook shows every line.
-        try:
-            from ray._private import ray_logging
+        # What still comes through Ray's own stream (an actor's __init__, lines past the
+        # routed ones' caps) is not folded either: a notebook shows every line.
+        from .._raystate import keep_repeated_log_lines
 
-            ray_logging.RAY_DEDUP_LOGS = False  # type: ignore[attr-defined]
-        except (ImportError, AttributeError):
-            pass
+        keep_repeated_log_lines()
 
 
 def prepare_class(cls: type, label: str) -> type:
