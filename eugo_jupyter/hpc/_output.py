@@ -7,8 +7,11 @@ instead wraps each task's function (:mod:`._printed`): its lines travel to an ou
 by the call, and this module puts them into an output area that the calling cell owns (a
 display with a ``display_id``, created in that cell at its first call and updated later with
 ``update_display``, which JupyterLab, Notebook 7 and VS Code route by id whatever cell runs
-now). Each line carries the function's name, and the node once more than one node printed
-into the cell.
+now; JupyterLab and Notebook 7 are checked in a browser). Each line carries the function's
+name, and the node once more than one node printed into the cell. What the call's C code or
+subprocesses wrote to its descriptors arrives as streams of its own (``fd:stdout``,
+``fd:stderr``) and is shown the same way; a ``%%distribute --no-block`` cell's output, read
+from its cell's hub by the magic, is fed in through :func:`cell_writer`.
 
 A flood is capped: at most :data:`PER_CALL` lines of one call and :data:`PER_CELL` lines per
 cell are shown (``EUGO_OUTPUT_PER_CALL`` / ``EUGO_OUTPUT_PER_CELL`` change them), then one line
