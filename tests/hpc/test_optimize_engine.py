@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ def test_helper_from_another_cell_is_compiled_with_it() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(NOT_COMPILED))
-def test_not_compiled_names_its_line_and_a_fix(name: str) -> None:
+def test_not_compiled_names_its_line_and_a_fix(name: str, tmp_path: Path) -> None:
     source, args, kind, line = NOT_COMPILED[name]
     nb = Notebook()
     nb.ns["pd"] = pd
@@ -68,6 +69,9 @@ def test_not_compiled_names_its_line_and_a_fix(name: str) -> None:
         args = (pd.Series([1.0, 2.0, 3.0]),)
     if isinstance(args[0], str) and args[0] == "POINT":
         args = (nb["Point"](1.5),)
+    if isinstance(args[0], str) and args[0] == "NPY_FILE":
+        np.save(tmp_path / "data.npy", np.arange(5.0))
+        args = (str(tmp_path / "data.npy"),)
     expected = fn(*args)
     report = eugo.hpc.optimize(fn, *args)
     assert not report.compiled
