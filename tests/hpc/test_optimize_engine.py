@@ -168,6 +168,22 @@ def test_optimized_call_path_compiles_once_per_process_and_sees_changes() -> Non
     }
 
 
+def test_the_key_of_a_function_is_the_same_after_it_compiled() -> None:
+    # It was not: marshal's bytes for a code object change with the reference counts of its
+    # constants, which numba's compile raises, so a second map compiled everything again.
+    from eugo_jupyter.hpc.optimize import _candidates
+
+    nb = Notebook()
+    nb.cell(COMPILABLE["recurrence"][0])
+    before = _candidates.Candidates(nb["logistic"]).key()
+    fn = Optimized(nb["logistic"])
+    for _ in range(4):
+        fn(*COMPILABLE["recurrence"][1])
+    assert fn.entry().state == "compiled"
+    assert _candidates.Candidates(nb["logistic"]).key() == before
+    assert Optimized(nb["logistic"]).entry() is fn.entry()
+
+
 def test_a_call_that_fails_in_compiled_code_reruns_in_python_and_is_counted() -> None:
     nb = Notebook()
     nb.cell(

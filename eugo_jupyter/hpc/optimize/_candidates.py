@@ -9,8 +9,9 @@ numba does not know it, the explanation says so. Generators and async functions 
 candidates (numba's generators do not return what Python's do).
 
 The key of a compiled version covers the bytecode of the function and of every candidate helper,
-the values of every global they read, their defaults and closure values, and numba's version:
-editing a helper cell or changing a global gives a new key, so a new compile.
+the values of every global they read, and their defaults and closure values: editing a helper
+cell or changing a global gives a new key, so a new compile. (Numba's version cannot change in a
+process, and the key must not change when numba is first imported.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import dis
 import functools
 import hashlib
 import inspect
-import marshal
 import sys
 import types
 from collections.abc import Iterator
@@ -96,11 +96,9 @@ class Candidates:
     def key(self) -> str:
         """The cache key of the compiled version (see the module docstring)."""
         digest = hashlib.blake2b(digest_size=16)
-        numba = sys.modules.get("numba")
-        digest.update(str(getattr(numba, "__version__", "")).encode())
         for fn in self.functions:
             digest.update(fn.__qualname__.encode())
-            digest.update(marshal.dumps(fn.__code__))
+            digest.update(_code_digest(fn.__code__))
             digest.update(fingerprint(fn.__defaults__).encode())
             cells = tuple(c.cell_contents for c in (fn.__closure__ or ()) if _filled(c))
             digest.update(fingerprint(cells).encode())
@@ -108,6 +106,37 @@ class Candidates:
             digest.update(name.encode())
             digest.update(fingerprint(self.globals_read[name]).encode())
         return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_digest(code: types.CodeType) -> bytes:
+    """What ``code`` does and where it lives (nested code objects too).
+
+    Not ``marshal.dumps``: its output changes with the reference counts of the constants (a
+    compile that holds them gave the same function another key).
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    parts: list[Any] = [
+        code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+        code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+        code.co_name, getattr(code, "co_qualname", ""), getattr(code, "co_exceptiontable", b""),
+        code.co_filename, code.co_firstlineno, code.co_linetable,
+    ]  # fmt: skip
+    for part in parts:
+        digest.update(repr(part).encode())
+    for const in code.co_consts:
+        digest.update(_const_text(const))
+    return digest.digest()
+
+
+def _const_text(const: Any) -> bytes:
+    if isinstance(const, types.CodeType):
+        return _code_digest(const)
+    if isinstance(const, frozenset):  # its order follows string hashing, which varies
+        return b"frozenset" + b",".join(sorted(_const_text(c) for c in const))
+    if isinstance(const, tuple):
+        return b"tuple(" + b",".join(_const_text(c) for c in const) + b")"
+    return f"{type(const).__name__}:{const!r}".encode()
 
 
 def _filled(cell: Any) -> bool:
@@ -147,7 +176,7 @@ def fingerprint(value: Any) -> str:
             return f"{type(value).__name__}:{value!r}"
     py_func = getattr(value, "py_func", None)  # a numba dispatcher: its own Python source
     if isinstance(py_func, types.FunctionType):
-        return "dispatcher:" + hashlib.blake2b(marshal.dumps(py_func.__code__)).hexdigest()
+        return "dispatcher:" + _code_digest(py_func.__code__).hex()
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
