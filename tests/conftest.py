@@ -22,19 +22,26 @@ pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """No address leaks in from the developer's shell; cluster records go to a temp folder."""
+    """No address leaks in from the developer's shell; cluster records go to a temp folder, and
+    so does the optimizer's node cache (Ray workers and kernels started later inherit both)."""
     saved = {k: os.environ.pop(k, None) for k in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
-    runtime = tmp_path_factory.mktemp("jupyter-runtime")
-    old_runtime = os.environ.get("JUPYTER_RUNTIME_DIR")
-    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    folders = {
+        "JUPYTER_RUNTIME_DIR": tmp_path_factory.mktemp("jupyter-runtime"),
+        "EUGO_OPTIMIZE_CACHE": tmp_path_factory.mktemp("optimize-cache"),
+    }
+    old = {key: os.environ.get(key) for key in folders}
+    for key, folder in folders.items():
+        folder.chmod(0o700)
+        os.environ[key] = str(folder)
     yield
     for key, value in saved.items():
         if value is not None:
             os.environ[key] = value
-    if old_runtime is None:
-        os.environ.pop("JUPYTER_RUNTIME_DIR", None)
-    else:
-        os.environ["JUPYTER_RUNTIME_DIR"] = old_runtime
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _shutdown() -> None:

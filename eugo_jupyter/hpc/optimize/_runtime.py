@@ -8,7 +8,9 @@ once; the entry goes through the steps:
    arguments having been taken first. Static reasons (a generator), a missing numba, arguments
    numba cannot type, and the break-even (:mod:`._decide`) may keep Python here.
 2. compile: the ladder of :mod:`._compile` (parallel when the call holds more than one CPU,
-   then serial); a failure keeps Python with the line and the fix (:mod:`._explain`).
+   then serial), which loads a version another process saved in the node cache instead of
+   compiling it (:mod:`._nodecache`); a failure keeps Python with the line and the fix
+   (:mod:`._explain`).
 3. ``verifying``: the first ``VERIFY_CALLS`` calls run both versions, the compiled one on the
    copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
    one returned. A difference drops the compiled version (a parallel one falls back to serial
@@ -29,7 +31,7 @@ import types
 import warnings
 from typing import Any
 
-from . import _candidates, _compile, _decide, _explain, _state, _threads, _verify
+from . import _candidates, _compile, _decide, _explain, _nodecache, _state, _threads, _verify
 
 __all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
 
@@ -67,7 +69,11 @@ class Entry:
         self.notes: list[str] = []
         self.help: list[_explain.Help] = []
         self.difference: _verify.Difference | None = None
-        self.compile_s = 0.0
+        self.compile_s = 0.0  #: seconds compiling in this process
+        self.compiles = 0  #: versions compiled in this process
+        self.load_s = 0.0  #: seconds loading from the node cache
+        self.loads = 0  #: versions loaded from the node cache
+        self.node_cache = ""  #: the node cache folder, or why there is none
         self.plain_times: list[float] = []
         self.compiled_times: list[float] = []
         self.verified = 0
@@ -93,6 +99,15 @@ class Entry:
         self.state = "python"
         self.reason = reason
 
+    def _account(self, seconds: float, loaded: bool, versions: int = 1) -> None:
+        if loaded:
+            self.load_s += seconds
+            self.loads += versions
+        else:
+            self.compile_s += seconds
+            self.compiles += versions
+            _decide.note_compile(seconds)
+
     def _prepare(self, bound: tuple, plain_s: float) -> bool:
         """Step 1 and 2 (after the first plain call): whether a compiled version now exists."""
         cands = self.cands
@@ -117,8 +132,13 @@ class Entry:
             and self._offloaded(bound)
         ):
             return True
-        estimate = _decide.compile_estimate(numba_was_loaded)
-        decision = _decide.before_compile(plain_s, self.expected_calls, estimate)
+        parallel = _threads.threads_for(self.num_cpus) > 1
+        cached = any(
+            _nodecache.has_entry(_nodecache.folder_for(cands.node_key(p))[0])
+            for p in {parallel, False}
+        )
+        estimate = _decide.compile_estimate(numba_was_loaded, cached)
+        decision = _decide.before_compile(plain_s, self.expected_calls, estimate, cached)
         self.decision = decision.text
         if not decision.compile and not self.force:
             self._keep_python(decision.text)
@@ -132,10 +152,12 @@ class Entry:
                 cands, f"{found.kind} (argument {name}, line {found.line})"
             )
         assert signature is not None
-        parallel = _threads.threads_for(self.num_cpus) > 1
-        compiled, failures, seconds = _compile.ladder(cands, signature, parallel)
-        self.compile_s += seconds
-        _decide.note_compile(seconds)
+        compiled, failures, spent = _compile.ladder(cands, signature, parallel)
+        if spent:
+            self._account(spent, loaded=False, versions=0)
+        if compiled is not None:
+            self._account(compiled.seconds, compiled.loaded)
+            self.node_cache = compiled.node_cache
         self.failed_attempts += [f"{rung}: {type(e).__name__}" for rung, e in failures]
         if compiled is None:
             found = _explain.explain_error(cands, failures[-1][1])
@@ -156,6 +178,7 @@ class Entry:
             self._keep_python(reason)
             return False
         self.compiled = _compile.helpers_only(cands, reason)
+        self.node_cache = self.compiled.node_cache
         self.state = "verifying"
         return True
 
@@ -204,6 +227,7 @@ class Entry:
         _threads.limit(self.num_cpus)
         lazy = isinstance(compiled.dispatcher, _compile.HelpersOnly)
         versions = len(compiled.dispatcher.overloads) if lazy else 0
+        loads = compiled.loads()
         began = time.perf_counter()
         try:
             result = compiled.dispatcher(*trial)
@@ -216,8 +240,9 @@ class Entry:
             return
         took = time.perf_counter() - began
         if lazy and len(compiled.dispatcher.overloads) != versions:
-            self.compile_s += took  # helpers compiled during this call: not a call's time
-            _decide.note_compile(took)
+            # Helpers compiled (or loaded) during this call: not a call's time.
+            added = len(compiled.dispatcher.overloads) - versions
+            self._account(took, compiled.loads() > loads, added)
         else:
             self.compiled_times.append(took)
         found, max_diff = _verify.compare(plain, result)
@@ -248,8 +273,11 @@ class Entry:
         assert self.cands is not None and self.compiled is not None
         self.notes.append(f"the parallel version differed ({found.text()}): serial instead")
         signature = tuple(self.compiled.dispatcher.signatures[-1])
-        compiled, failures, seconds = _compile.ladder(self.cands, signature, False)
-        self.compile_s += seconds
+        compiled, failures, spent = _compile.ladder(self.cands, signature, False)
+        if spent:
+            self._account(spent, loaded=False, versions=0)
+        if compiled is not None:
+            self._account(compiled.seconds, compiled.loaded)
         if compiled is None:
             self._keep_python("the parallel version differed and the serial one failed to compile")
             self.compiled = None
@@ -301,6 +329,7 @@ class Entry:
             return self.fn(*args, **kwargs)
         if len(dispatcher.overloads) != versions:
             # This call compiled a new version (new argument types): check it against Python.
+            self._account_new_version(compiled)
             plain = self.fn(*args, **kwargs)
             found, max_diff = _verify.compare(plain, result)
             if found is not None:
@@ -314,6 +343,12 @@ class Entry:
                 self.verified += 1
             return plain
         return result
+
+    def _account_new_version(self, compiled: _compile.Compiled) -> None:
+        cres = next(reversed(compiled.dispatcher.overloads.values()), None)
+        metadata = getattr(cres, "metadata", None)  # None: loaded from a cache (numba's way)
+        seconds = float((metadata or {}).get("timers", {}).get("compiler_lock", 0.0))
+        self._account(seconds, loaded=metadata is None)
 
     def _new_version_mutating(self, args: tuple, kwargs: dict, bound: tuple) -> Any:
         before = _verify.copy_args(bound)
@@ -349,6 +384,10 @@ class Entry:
             "how": compiled.how if compiled else "",
             "reason": self.reason,
             "compile_s": self.compile_s,
+            "compiles": self.compiles,
+            "load_s": self.load_s,
+            "loads": self.loads,
+            "node_cache": self.node_cache,
             "versions": compiled.versions() if compiled else [],
             "verified": self.verified,
             "max_diff": self.max_diff,
