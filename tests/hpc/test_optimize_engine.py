@@ -201,15 +201,32 @@ def test_a_call_that_fails_in_compiled_code_reruns_in_python_and_is_counted() ->
     assert stats["python_fallbacks"] == 1 and stats["fallback_error"]
 
 
-def test_break_even_keeps_python_for_a_short_run() -> None:
+def test_break_even_keeps_python_for_a_short_run_and_decides_again_for_another() -> None:
     nb = Notebook()
     nb.cell("def add(a, b):\n    return a + b\n")
     fn = Optimized(nb["add"], expected_calls=3)
-    assert fn(1, 2) == 3
+    assert [fn(i, 2) for i in range(3)] == [2, 3, 4]
     entry = fn.entry()
     assert entry.state == "python"
-    assert re.search(r"compiling pays after about \d+ calls per worker; this run has 3 per "
+    assert re.search(r"pays after about \d+ calls per worker; this run has 3 per "
                      r"worker: kept Python", entry.reason)  # fmt: skip
+    task_call = Optimized(nb["add"])  # a call site whose count is not known: compiles
+    assert task_call(1, 2) == 3
+    assert task_call.entry() is entry and entry.state == "verifying", entry.reason
+
+
+def test_a_map_whose_first_item_is_cheap_is_sampled_before_the_break_even() -> None:
+    # work(0) takes a fraction of a microsecond, work(20) a millisecond: deciding on the first
+    # item alone would keep Python for a map of 100,000 such items.
+    nb = Notebook()
+    nb.cell(
+        "def work(n):\n    s = 0\n    for i in range(n * 1000):\n        s += i % 7\n    return s\n"
+    )
+    fn = Optimized(nb["work"], expected_calls=100_000)
+    assert [fn(n) for n in range(40)] == [nb["work"](n) for n in range(40)]
+    entry = fn.entry()
+    assert entry.state == "compiled", entry.reason
+    assert re.search(r"this run has 100000 per worker: compiled", entry.decision)
 
 
 def test_options_accept_optimize_and_refuse_the_rest() -> None:

@@ -4,9 +4,12 @@
 the plain function plus its settings). In each process it finds its :class:`Entry` by cache key
 once; the entry goes through the steps:
 
-1. ``new``: the first call runs the plain function (timed) on the real arguments, a copy of the
-   arguments having been taken first. Static reasons (a generator), a missing numba, arguments
-   numba cannot type, and the break-even (:mod:`._decide`) may keep Python here.
+1. ``new``: the first calls run the plain function (timed) on the real arguments, a copy of
+   the arguments having been taken first. When the number of calls is known (a map), calls are
+   sampled until ``SAMPLE_S`` of work or ``SAMPLE_CALLS`` calls (a map's first item may be its
+   cheapest). Static reasons (a generator), a missing numba, arguments numba cannot type, and
+   the break-even (:mod:`._decide`) may keep Python here; one kept for its cost alone is
+   decided again when another call site (a new map, a task) brings a different count.
 2. compile: the ladder of :mod:`._compile` (parallel when the call holds more than one CPU,
    then serial), which loads a version another process saved in the node cache instead of
    compiling it (:mod:`._nodecache`); a failure keeps Python with the line and the fix
@@ -14,7 +17,7 @@ once; the entry goes through the steps:
 3. ``verifying``: the first ``VERIFY_CALLS`` calls run both versions, the compiled one on the
    copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
    one returned. A difference drops the compiled version (a parallel one falls back to serial
-   first); a compiled version slower than Python is dropped too.
+   first); a compiled version slower than Python on every verified call is dropped too.
 4. ``compiled``: calls run the compiled version. A call it raises on (a ``None`` among floats)
    reruns in Python and is counted; a call that compiled a new version (new argument types) is
    checked against Python before its answer is used.
@@ -37,6 +40,10 @@ __all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
 
 #: Calls that run both versions before the compiled one is trusted.
 VERIFY_CALLS = 2
+#: Before deciding whether compiling pays for a known number of calls: sample calls until they
+#: add up to this much plain time, or to ``SAMPLE_CALLS`` calls (or the calls known).
+SAMPLE_S = 0.005
+SAMPLE_CALLS = 64
 
 
 class Entry:
@@ -74,8 +81,11 @@ class Entry:
         self.load_s = 0.0  #: seconds loading from the node cache
         self.loads = 0  #: versions loaded from the node cache
         self.node_cache = ""  #: the node cache folder, or why there is none
+        self.kept_for_cost = False  #: kept Python by the break-even alone (decided again later)
+        self.decided_on: tuple[Any, ...] = ()  #: what that decision rested on (see reconsider)
         self.plain_times: list[float] = []
         self.compiled_times: list[float] = []
+        self.paired: list[tuple[float, float]] = []  #: (plain, compiled) of each verified call
         self.verified = 0
         self.max_diff = 0.0
         self.mutates = False
@@ -99,6 +109,32 @@ class Entry:
         self.state = "python"
         self.reason = reason
 
+    def reconsider(self, expected_calls: int | None) -> None:
+        """Another call site (a new map, a task): a decision made on cost alone is made again
+        when what it rested on changed (the count, numba loaded since, the node cache filled)."""
+        if self.kept_for_cost and self._cost_inputs(expected_calls) != self.decided_on:
+            self.state, self.reason, self.kept_for_cost = "new", "", False
+            self.expected_calls = expected_calls
+            self.plain_times = []
+
+    def _cost_inputs(self, expected_calls: int | None) -> tuple[Any, ...]:
+        """What the break-even's compile cost depends on, besides the measured time."""
+        cands = self.cands
+        assert cands is not None
+        parallel = _threads.threads_for(self.num_cpus) > 1
+        cached = any(
+            _nodecache.has_entry(_nodecache.folder_for(cands.node_key(p))[0])
+            for p in {parallel, False}
+        )
+        return expected_calls, "numba" in sys.modules, cached
+
+    def _sampling(self) -> bool:
+        """Still sampling plain calls before the break-even (a known number of calls only)."""
+        if self.force or self.expected_calls is None:
+            return False
+        calls = len(self.plain_times)
+        return calls < min(SAMPLE_CALLS, self.expected_calls) and sum(self.plain_times) < SAMPLE_S
+
     def _account(self, seconds: float, loaded: bool, versions: int = 1) -> None:
         if loaded:
             self.load_s += seconds
@@ -109,7 +145,7 @@ class Entry:
             _decide.note_compile(seconds)
 
     def _prepare(self, bound: tuple, plain_s: float) -> bool:
-        """Step 1 and 2 (after the first plain call): whether a compiled version now exists."""
+        """Step 1 and 2 (after the sampled plain calls): whether a compiled version now exists."""
         cands = self.cands
         if cands is None:
             self._keep_python("not a plain Python function")
@@ -132,16 +168,14 @@ class Entry:
             and self._offloaded(bound)
         ):
             return True
-        parallel = _threads.threads_for(self.num_cpus) > 1
-        cached = any(
-            _nodecache.has_entry(_nodecache.folder_for(cands.node_key(p))[0])
-            for p in {parallel, False}
-        )
+        self.decided_on = self._cost_inputs(self.expected_calls)
+        _, numba_was_loaded, cached = self.decided_on
         estimate = _decide.compile_estimate(numba_was_loaded, cached)
         decision = _decide.before_compile(plain_s, self.expected_calls, estimate, cached)
         self.decision = decision.text
         if not decision.compile and not self.force:
             self._keep_python(decision.text)
+            self.kept_for_cost = True
             return False
         signature, bad = _compile.argument_types(self.fn, bound)
         if bad is not None:
@@ -152,6 +186,7 @@ class Entry:
                 cands, f"{found.kind} (argument {name}, line {found.line})"
             )
         assert signature is not None
+        parallel = _threads.threads_for(self.num_cpus) > 1
         compiled, failures, spent = _compile.ladder(cands, signature, parallel)
         if spent:
             self._account(spent, loaded=False, versions=0)
@@ -215,12 +250,18 @@ class Entry:
         self.plain_times.append(plain_s)
         if _verify.compare(bound, before, "arguments")[0] is not None:
             self.mutates = True
-        if self.state == "new" and not self._prepare(bound, plain_s):
-            return plain
-        self._check(plain, bound, trial, before)
+        if self.state == "new":
+            if self._sampling():
+                return plain
+            typical = statistics.fmean(self.plain_times)
+            if not self._prepare(bound, typical):
+                return plain
+        self._check(plain, bound, trial, before, plain_s)
         return plain
 
-    def _check(self, plain: Any, after_plain: tuple, trial: tuple, before: tuple) -> None:
+    def _check(
+        self, plain: Any, after_plain: tuple, trial: tuple, before: tuple, plain_s: float
+    ) -> None:
         """Run the compiled version on ``trial`` and compare it with the plain call."""
         compiled = self.compiled
         assert compiled is not None
@@ -245,6 +286,7 @@ class Entry:
             self._account(took, compiled.loads() > loads, added)
         else:
             self.compiled_times.append(took)
+            self.paired.append((plain_s, took))
         found, max_diff = _verify.compare(plain, result)
         if found is None:
             for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
@@ -284,7 +326,8 @@ class Entry:
             return
         self.compiled = compiled
         self.compiled_times.clear()
-        self._check(plain, after, _verify.copy_args(before), before)
+        self.paired.clear()
+        self._check(plain, after, _verify.copy_args(before), before, 0.0)
 
     def _settle(self) -> None:
         if not self.compiled_times:
@@ -294,9 +337,12 @@ class Entry:
             self.compiled = None
             self._keep_python(f"{runner.why}, and numba could not type its helpers either")
             return
-        plain_s = min(self.plain_times)  # the least disturbed of the verification calls
-        compiled_s = min(self.compiled_times)
-        if compiled_s >= plain_s and not self.force:
+        # Each verified call ran both versions on the same arguments: slower on every one of them
+        # (not on one disturbed by the machine's load) drops the compiled version.
+        paired = [(p, c) for p, c in self.paired if p > 0] or self.paired
+        if paired and all(c >= p for p, c in paired) and not self.force:
+            plain_s = min(p for p, _ in paired)
+            compiled_s = min(c for _, c in paired)
             self.compiled = None
             self._keep_python(
                 f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
@@ -357,7 +403,7 @@ class Entry:
         try:
             self.state = "verifying"
             self.verified = min(self.verified, VERIFY_CALLS - 1)
-            self._check(plain, bound, trial, before)
+            self._check(plain, bound, trial, before, 0.0)
         except Exception as exc:  # noqa: BLE001
             self._fell_back(exc)
         return plain
@@ -391,7 +437,11 @@ class Entry:
             "versions": compiled.versions() if compiled else [],
             "verified": self.verified,
             "max_diff": self.max_diff,
-            "plain_s": statistics.median(self.plain_times) if self.plain_times else None,
+            "plain_s": statistics.median(p for p, _ in self.paired)
+            if self.paired
+            else statistics.median(self.plain_times)
+            if self.plain_times
+            else None,
             "compiled_s": statistics.median(self.compiled_times) if self.compiled_times else None,
             "calls": self.calls,
             "python_fallbacks": self.python_fallbacks,
@@ -492,4 +542,6 @@ def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, forc
         entry = Entry(fn, cands, key, num_cpus, expected_calls, force, mode, num_gpus)
         if cached:
             _state.ENTRIES[key] = entry
+    else:
+        entry.reconsider(expected_calls)
     return entry
