@@ -348,3 +348,53 @@ def test_a_helper_numba_cannot_type_stays_python_and_the_answer_is_unchanged(
     entry = fn.entry()
     assert entry.state == "python"  # nothing compiled: said, not shown as compiled
     assert "numba could not type its helpers either" in entry.reason, entry.reason
+
+
+def test_new_argument_types_after_settling_are_checked_against_python_first() -> None:
+    nb = Notebook()
+    nb.cell("def power(b, n):\n    r = 1\n    for _ in range(n):\n        r *= b\n    return r\n")
+    fn = Optimized(nb["power"], force=True)
+    for _ in range(4):
+        assert fn(1.5, 40) == 1.5**40
+    entry = fn.entry()
+    assert entry.state == "compiled" and entry.fast is not None
+    assert fn(1.25, 3) == 1.25**3  # a version it has: numba's dispatcher straight away
+    # Integers are a new version, and 3**50 overflows 64 bits: Python's answer, and kept.
+    assert fn(3, 50) == 3**50
+    assert entry.state == "python"
+    assert "64-bit integer overflow; kept Python" in entry.reason, entry.reason
+    assert fn(2.0, 3) == 8.0
+
+
+def _settled_normalize_rows() -> Optimized:
+    """The corpus's function that changes its argument in place, compiled and verified."""
+    source, args = COMPILABLE["in_place"]
+    nb = Notebook()
+    nb.cell(source)
+    fn = Optimized(nb["normalize_rows"], force=True)
+    for _ in range(4):
+        fn(args[0].copy())
+    return fn
+
+
+def test_a_new_layout_of_an_array_changed_in_place_is_checked_before_it_is_changed() -> None:
+    fn = _settled_normalize_rows()
+    entry = fn.entry()
+    assert entry.state == "compiled" and entry.mutates
+    m = np.asfortranarray(np.random.default_rng(5).random((50, 7)))  # a layout not compiled
+    expected = m / m.sum(axis=1, keepdims=True)
+    assert fn(m) == 50
+    np.testing.assert_allclose(m, expected, rtol=1e-12)  # changed once, by Python
+    assert entry.state == "compiled" and len(entry.compiled.versions()) == 2, entry.reason
+
+
+def test_an_error_in_compiled_code_that_changes_its_arguments_is_raised_not_rerun() -> None:
+    # Rerunning in Python would normalise the rows before the zero row a second time.
+    fn = _settled_normalize_rows()
+    assert fn.entry().state == "compiled"
+    m = np.ones((4, 3))
+    m[2] = 0.0  # numba raises ZeroDivisionError here (Python's NumPy scalars give nan)
+    with pytest.raises(ZeroDivisionError) as raised:
+        fn(m)
+    assert "was not rerun in Python" in "".join(raised.value.__notes__)
+    np.testing.assert_array_equal(m[:2], np.full((2, 3), 1 / 3))  # once, not twice

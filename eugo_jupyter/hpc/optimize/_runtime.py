@@ -18,9 +18,12 @@ once; the entry goes through the steps:
    copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
    one returned. A difference drops the compiled version (a parallel one falls back to serial
    first); a compiled version slower than Python on every verified call is dropped too.
-4. ``compiled``: calls run the compiled version. A call it raises on (a ``None`` among floats)
-   reruns in Python and is counted; a call that compiled a new version (new argument types) is
-   checked against Python before its answer is used.
+4. ``compiled``: calls go straight to numba's dispatcher (:meth:`Optimized.__call__`). Numba
+   calls back (its ``_compile_for_args``, before running anything) on argument types it has no
+   version for: the new version is compiled, run on a copy and checked against Python, whose
+   answer is returned (:meth:`Entry.new_types`). A call the compiled version raises on reruns in
+   Python and is counted, unless the function changes its arguments in place: then the error
+   is raised, with a note, as the arguments may already be changed.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class Entry:
         self.node_cache = ""  #: the node cache folder, or why there is none
         self.kept_for_cost = False  #: kept Python by the break-even alone (decided again later)
         self.decided_on: tuple[Any, ...] = ()  #: what that decision rested on (see reconsider)
+        self.fast: Any = None  #: the settled numba dispatcher (Optimized.__call__'s short path)
+        self._checking = False  #: a new version is being checked (numba's callback)
         self.plain_times: list[float] = []
         self.compiled_times: list[float] = []
         self.paired: list[tuple[float, float]] = []  #: (plain, compiled) of each verified call
@@ -93,7 +98,6 @@ class Entry:
         self.python_fallbacks = 0
         self.fallback_error = ""
         self.failed_attempts: list[str] = []
-        self.seen_types: set[tuple[Any, ...]] = set()  # argument kinds known to be compiled
 
     # -- the steps ----------------------------------------------------------------------------
     def call(self, args: tuple, kwargs: dict) -> Any:
@@ -108,6 +112,7 @@ class Entry:
     def _keep_python(self, reason: str) -> None:
         self.state = "python"
         self.reason = reason
+        self._slow()
 
     def reconsider(self, expected_calls: int | None) -> None:
         """Another call site (a new map, a task): a decision made on cost alone is made again
@@ -287,13 +292,7 @@ class Entry:
         else:
             self.compiled_times.append(took)
             self.paired.append((plain_s, took))
-        found, max_diff = _verify.compare(plain, result)
-        if found is None:
-            for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
-                found, arg_diff = _verify.compare(a, b, f"argument {self._arg_name(i)}")
-                max_diff = max(max_diff, arg_diff)
-                if found is not None:
-                    break
+        found, max_diff = self._difference(plain, result, after_plain, trial)
         if found is not None:
             if compiled.parallel:
                 self._serial_instead(found, plain, after_plain, before)
@@ -350,45 +349,92 @@ class Entry:
             )
             return
         self.state = "compiled"
+        self._go_fast()
+
+    def _go_fast(self) -> None:
+        """Settled on a numba dispatcher: calls go straight to it, and numba calls
+        :meth:`new_types` back for argument types it has no version for."""
+        runner = self.compiled.dispatcher if self.compiled is not None else None
+        if runner is None or not hasattr(runner, "_compile_for_args"):
+            return  # helpers only, or offloaded: the full path
+        runner._compile_for_args = self.new_types  # numba looks it up on the instance
+        self.fast = runner
+
+    def _slow(self) -> None:
+        """Leave the short path (a difference was found, or a new version is being checked)."""
+        if self.fast is not None:
+            vars(self.fast).pop("_compile_for_args", None)
+            self.fast = None
 
     def _compiled_call(self, args: tuple, kwargs: dict) -> Any:
+        """The compiled state, called with keywords or not on numba's short path (its helpers
+        compiled, or offloaded)."""
         compiled = self.compiled
         assert compiled is not None
         bound = args if not kwargs else _compile.bind(self.fn, args, kwargs)
         if bound is None:
             return self.fn(*args, **kwargs)
         dispatcher = compiled.dispatcher
-        if self.mutates:
-            # Changed in place: it cannot be checked afterwards, so a new type is verified first.
-            quick = _quick_types(bound)
-            if quick is None or quick not in self.seen_types:
-                signature, _ = _compile.argument_types(self.fn, bound)
-                if signature is None or signature not in dispatcher.overloads:
-                    return self._new_version_mutating(args, kwargs, bound)
-                if quick is not None:
-                    self.seen_types.add(quick)
+        if self.fast is not None:
+            try:
+                return dispatcher(*bound)
+            except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
+                return self.raised(bound, exc)
         versions = len(dispatcher.overloads)
         try:
             result = dispatcher(*bound)
         except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
-            self._fell_back(exc)
-            return self.fn(*args, **kwargs)
+            return self.raised(bound, exc)
         if len(dispatcher.overloads) != versions:
             # This call compiled a new version (new argument types): check it against Python.
             self._account_new_version(compiled)
             plain = self.fn(*args, **kwargs)
-            found, max_diff = _verify.compare(plain, result)
-            if found is not None:
-                self.difference = found
-                self.compiled = None
-                self._keep_python(
-                    f"a new version ({compiled.versions()[-1]}): {found.text()}; kept Python"
-                )
-            else:
-                self.max_diff = max(self.max_diff, max_diff)
-                self.verified += 1
+            self._compare_new_version(plain, result, None, None)
             return plain
         return result
+
+    def new_types(self, *args: Any, **kwargs: Any) -> Any:
+        """Numba's callback for argument types it has no version for (``_compile_for_args``),
+        made before anything runs: the new version is compiled, run on a copy of the arguments
+        and compared with Python, whose answer the call returns."""
+        dispatcher = self.fast
+        assert dispatcher is not None
+        if self._checking:  # numba asks again while the new version is being checked
+            return type(dispatcher)._compile_for_args(dispatcher, *args, **kwargs)
+        self._checking = True
+        try:
+            return self._check_new_types(dispatcher, args, kwargs)
+        finally:
+            self._checking = False
+
+    def _check_new_types(self, dispatcher: Any, args: tuple, kwargs: dict) -> Any:
+        trial = _verify.copy_args(args) if self.mutates else args
+        plain = self.fn(*args, **kwargs)
+        try:
+            type(dispatcher)._compile_for_args(dispatcher, *trial, **kwargs)
+            result = dispatcher(*trial, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - it cannot take these: Python's answer
+            self._fell_back(exc)
+            self.python_fallbacks += 1
+            return _returning(plain)
+        assert self.compiled is not None
+        self._account_new_version(self.compiled)
+        self._compare_new_version(plain, result, args if self.mutates else None, trial)
+        return _returning(plain)
+
+    def _compare_new_version(
+        self, plain: Any, result: Any, after_plain: tuple | None, trial: tuple | None
+    ) -> None:
+        found, max_diff = self._difference(plain, result, after_plain, trial)
+        if found is not None:
+            assert self.compiled is not None
+            version = self.compiled.versions()[-1]
+            self.difference = found
+            self.compiled = None
+            self._keep_python(f"a new version ({version}): {found.text()}; kept Python")
+            return
+        self.max_diff = max(self.max_diff, max_diff)
+        self.verified += 1
 
     def _account_new_version(self, compiled: _compile.Compiled) -> None:
         cres = next(reversed(compiled.dispatcher.overloads.values()), None)
@@ -396,24 +442,46 @@ class Entry:
         seconds = float((metadata or {}).get("timers", {}).get("compiler_lock", 0.0))
         self._account(seconds, loaded=metadata is None)
 
-    def _new_version_mutating(self, args: tuple, kwargs: dict, bound: tuple) -> Any:
-        before = _verify.copy_args(bound)
-        trial = _verify.copy_args(bound)
-        plain = self.fn(*args, **kwargs)
-        try:
-            self.state = "verifying"
-            self.verified = min(self.verified, VERIFY_CALLS - 1)
-            self._check(plain, bound, trial, before, 0.0)
-        except Exception as exc:  # noqa: BLE001
-            self._fell_back(exc)
-        return plain
+    def raised(self, bound: tuple, exc: BaseException) -> Any:
+        """The compiled version raised: rerun in Python (counted and named), unless it may
+        have changed its arguments in place already."""
+        self._fell_back(exc)
+        if self.mutates and self._ran_compiled(bound):
+            note = getattr(exc, "add_note", None)  # Python 3.11+
+            if note is not None:
+                note(
+                    f"Raised by the compiled version of {self.fn.__qualname__} (optimize=), "
+                    "which changes its arguments in place: they may already be changed, so it "
+                    "was not rerun in Python. Call it without optimize= to see what Python does."
+                )
+            raise exc
+        self.python_fallbacks += 1
+        return self.fn(*bound)
+
+    def _ran_compiled(self, bound: tuple) -> bool:
+        """Whether a compiled version exists for these arguments (so it ran before raising)."""
+        assert self.compiled is not None
+        signature, _ = _compile.argument_types(self.fn, bound)
+        return signature is not None and signature in self.compiled.dispatcher.overloads
 
     def _fell_back(self, exc: BaseException) -> None:
-        self.python_fallbacks += 1
         if not self.fallback_error and self.cands is not None:
             found = _explain.explain_error(self.cands, exc)
             self.fallback_error = f"{type(exc).__name__} at line {found.line}: {found.kind}"
             self.help.append(found)
+
+    def _difference(self, plain: Any, result: Any, after_plain: tuple | None,
+                    trial: tuple | None) -> tuple[_verify.Difference | None, float]:  # fmt: skip
+        """The first difference between the two versions' results, then the arguments each
+        changed in place (``after_plain``, ``trial``), and the largest float difference."""
+        found, max_diff = _verify.compare(plain, result)
+        if found is None and after_plain is not None and trial is not None:
+            for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
+                found, arg_diff = _verify.compare(a, b, f"argument {self._arg_name(i)}")
+                max_diff = max(max_diff, arg_diff)
+                if found is not None:
+                    break
+        return found, max_diff
 
     def _arg_name(self, index: int) -> str:
         names = self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount]
@@ -460,20 +528,9 @@ def _installed(name: str) -> bool:
         return False
 
 
-def _quick_types(args: tuple) -> tuple[Any, ...] | None:
-    """What decides numba's type of each argument, cheaply; None when only numba can tell."""
-    out: list[Any] = []
-    for a in args:
-        kind = type(a)
-        if kind in (list, dict, tuple, set, int):  # element types / int width: ask numba
-            return None
-        flags = getattr(a, "flags", None)
-        if flags is not None and hasattr(a, "dtype"):
-            out.append((kind, a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous,
-                        flags.writeable, flags.aligned))  # fmt: skip
-        else:
-            out.append(kind)
-    return tuple(out)
+def _returning(value: Any) -> Any:
+    """What numba's callback hands back: a callable that numba calls with the arguments."""
+    return lambda *args, **kwargs: value
 
 
 def _call_text(args: tuple) -> str:
@@ -528,7 +585,15 @@ class Optimized:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry = self._entry or self.entry()
-        return entry.call(args, kwargs)
+        fast = entry.fast
+        if fast is None or kwargs:
+            return entry.call(args, kwargs)
+        # Verified and settled: numba's dispatcher, with only the fallback around it (new
+        # argument types come back to the entry through numba's own callback).
+        try:
+            return fast(*args)
+        except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
+            return entry.raised(args, exc)
 
 
 def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, force: bool,

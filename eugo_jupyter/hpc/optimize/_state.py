@@ -36,7 +36,7 @@ class Stats(TypedDict, total=False):
     max_diff: float
     plain_s: float | None
     compiled_s: float | None
-    calls: int
+    calls: int  #: calls that took the checked path (not those straight to numba's dispatcher)
     at: float  #: when a snapshot read them (time.monotonic() of the process)
     python_fallbacks: int
     fallback_error: str
