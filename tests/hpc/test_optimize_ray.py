@@ -161,15 +161,15 @@ def _per_process(run: object, fn: object) -> dict[int, dict]:
 
 
 def _orbit_cell(nb: Notebook, name: str, r: float) -> list[float]:
-    """A map item of about a third of a millisecond in Python (compiling pays even where each
-    worker must first start numba); returns its answers for 4,000 seeds, computed with NumPy
-    (the same float operations, elementwise)."""
+    """A map item of about a third of a millisecond in Python (compiling 10,000 of them pays
+    even where each worker must first start numba, under load too); returns its answers for
+    20,000 seeds, computed with NumPy (the same float operations, elementwise)."""
     nb.cell(
         f"def {name}(seed):\n    x = (seed % 997) / 997.0\n    s = 0.0\n"
         f"    for _ in range(5000):\n        x = {r} * x * (1.0 - x)\n        s += x\n"
         "    return s\n"
     )
-    x = (np.arange(4_000) % 997) / 997.0
+    x = (np.arange(20_000) % 997) / 997.0
     s = np.zeros_like(x)
     for _ in range(5000):
         x = r * x * (1.0 - x)
@@ -182,7 +182,7 @@ def test_a_second_worker_process_loads_what_the_first_compiled(nb: Notebook) -> 
     # The map's first (probe) batch runs in one worker process, which compiles; the other
     # worker processes of the node meet the function after that.
     with eugo.hpc.profile() as run:
-        assert eugo.hpc.map(nb["spread"], range(4_000), optimize=True) == expected
+        assert eugo.hpc.map(nb["spread"], range(20_000), optimize=True) == expected
     processes = _per_process(run, nb["spread"])
     assert len(processes) >= 2, processes
     counts = sorted((s["compiles"], s["loads"]) for s in processes.values())
@@ -198,9 +198,9 @@ def test_a_second_worker_process_loads_what_the_first_compiled(nb: Notebook) -> 
 def test_a_second_run_of_the_same_map_compiles_nothing(nb: Notebook) -> None:
     expected = _orbit_cell(nb, "orbit", 3.7)
     with eugo.hpc.profile() as first:
-        assert eugo.hpc.map(nb["orbit"], range(4_000), optimize=True) == expected
+        assert eugo.hpc.map(nb["orbit"], range(20_000), optimize=True) == expected
     with eugo.hpc.profile() as second:
-        assert eugo.hpc.map(nb["orbit"], range(4_000), optimize=True) == expected
+        assert eugo.hpc.map(nb["orbit"], range(20_000), optimize=True) == expected
     before, after = _per_process(first, nb["orbit"]), _per_process(second, nb["orbit"])
     assert sum(s["compiles"] for s in before.values()) == 1, before
     assert all(s["state"] == "compiled" for s in after.values()), after
@@ -228,3 +228,22 @@ def test_a_helper_edited_in_a_later_cell_compiles_again_on_the_workers(nb: Noteb
     assert sum(s["loads"] for s in processes.values()) == len(processes) - 1
     assert any(s["state"] == "compiled" for s in processes.values())
     assert not any(s["difference"] for s in processes.values())
+
+
+def test_a_version_the_notebook_did_not_compile_is_compiled_once_on_the_node(
+    nb: Notebook,
+) -> None:
+    nb.cell(
+        "def col_sums(m):\n    out = np.zeros(m.shape[1])\n    for i in range(m.shape[0]):\n"
+        "        for j in range(m.shape[1]):\n            out[j] += m[i, j]\n    return out\n"
+    )
+    m = np.random.default_rng(8).random((400, 300))
+    assert eugo.hpc.optimize(nb["col_sums"], m).compiled  # saves the writable version here
+    ref = eugo.hpc.put(m)  # read-only on the workers: a version the node cache lacks
+    task = eugo.hpc.distribute(nb["col_sums"]).options(optimize=True)
+    with eugo.hpc.profile() as run:
+        for result in eugo.hpc.get([task(ref) for _ in range(6)]):
+            np.testing.assert_allclose(result, m.sum(axis=0), rtol=1e-12)
+    processes = _per_process(run, nb["col_sums"])
+    assert sum(s["compiles"] for s in processes.values()) == 1, processes
+    assert sum(s["loads"] for s in processes.values()) == len(processes) - 1

@@ -141,18 +141,25 @@ def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: b
         own.hold()  # saved once it is known to be kept (it may find nothing parallel)
     loads = own.loads if own is not None else 0
     began = time.perf_counter()
-    # Another process of the node compiling it now: wait for it, then load what it saved.
-    with _nodecache.compiling(folder):
-        if parallel and _nodecache.marked(folder, "nothing-parallel"):  # found by another
-            raise _NothingParallel(_NOTHING_PARALLEL, time.perf_counter() - began)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            dispatcher.compile(signature)
-        nothing = parallel and any("parallel" in str(w.message) for w in caught)
+    if parallel and _nodecache.marked(folder, "nothing-parallel"):  # found by another process
+        raise _NothingParallel(_NOTHING_PARALLEL, 0.0)
+    nothing = False
+    if _loaded(dispatcher, own, signature):
         if own is not None and parallel:
-            own.release(keep=not nothing)
-        if nothing:
-            _nodecache.mark(folder, "nothing-parallel")
+            own.release(keep=True)  # a kept parallel version: later versions are saved
+    else:
+        # Not on the node yet: compile it; the node's other processes wait, then load it.
+        with _nodecache.compiling(folder, signature):
+            if parallel and _nodecache.marked(folder, "nothing-parallel"):
+                raise _NothingParallel(_NOTHING_PARALLEL, time.perf_counter() - began)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                dispatcher.compile(signature)
+            nothing = parallel and any("parallel" in str(w.message) for w in caught)
+            if own is not None and parallel:
+                own.release(keep=not nothing)
+            if nothing:
+                _nodecache.mark(folder, "nothing-parallel")
     seconds = time.perf_counter() - began
     if nothing:
         raise _NothingParallel(_NOTHING_PARALLEL, seconds)
@@ -160,6 +167,20 @@ def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: b
     return Compiled(
         dispatcher, parallel, list(compiled), seconds, "", loaded, caches, str(folder or why)
     )
+
+
+def _loaded(dispatcher: Any, own: _nodecache.Folder | None, signature: tuple[Any, ...]) -> bool:
+    """Load ``signature`` from the node cache, without compiling; whether it was there."""
+    if own is None:
+        return False
+    own.loading_only = True
+    try:
+        dispatcher.compile(signature)
+    except _nodecache.Missing:
+        return False
+    finally:
+        own.loading_only = False
+    return True
 
 
 class _Helper:

@@ -14,10 +14,10 @@ caching; this module only tells its cache machinery where to look:
   keys each version by its argument types and the CPU (``codegen.magic_tuple()``). Numba's own
   locators are not used: their key is one function's source file (numba's notebook cache
   misses an edited helper, and ``cache=True`` is lost through cloudpickle anyway).
-- **Once per node**: a process about to compile a function the folder has nothing of yet holds
-  an exclusive ``flock`` on the folder's ``.compiling`` file; another process of the node
-  meeting the same function meanwhile waits for it, then loads what it saved (``compiling()``),
-  instead of compiling it too.
+- **Once per node**: a process first only tries to load a version (``Folder.loading_only``);
+  missing, it compiles it holding an exclusive ``flock`` on a lock file of that version's
+  argument types (``compiling()``): another process of the node meeting the same version
+  meanwhile waits for it, then loads what it saved, instead of compiling it too.
 - **Several writers** (numba#9348: two processes saving different versions at once can give one
   index entry the other's data file): every save holds an exclusive ``flock`` on the folder's
   lock file and every load a shared one; numba writes each file to a temporary name and renames
@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import os
 import stat
 import time
@@ -43,6 +44,7 @@ from typing import Any
 __all__ = [
     "ENV",
     "Folder",
+    "Missing",
     "attach",
     "compiling",
     "folder_for",
@@ -129,20 +131,25 @@ def marked(folder: Path | None, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def compiling(folder: Path | None) -> Iterator[None]:
-    """Held while this process compiles into ``folder``: the node's other processes wait, then
-    load. Nothing is held where the folder already has an entry (it is loaded at once, or the
-    version it lacks compiled), where there is no folder, or where it cannot be made."""
-    if folder is None or has_entry(folder):
+def compiling(folder: Path | None, signature: Any) -> Iterator[None]:
+    """Held while this process compiles ``signature`` into ``folder``: the node's other
+    processes wait for it, then load. Nothing is held without a folder, or where it cannot be
+    made."""
+    if folder is None:
         yield
         return
+    name = ".compiling-" + hashlib.blake2b(str(signature).encode(), digest_size=8).hexdigest()
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        context: Any = _locked(folder, exclusive=True, name=".compiling")
+        context: Any = _locked(folder, exclusive=True, name=name)
     except OSError:
         context = contextlib.nullcontext()
     with context:
         yield
+
+
+class Missing(Exception):
+    """The version is not in the node cache (raised while only loading, see Folder)."""
 
 
 @contextlib.contextmanager
@@ -214,19 +221,23 @@ class Folder:
         self.load_s = 0.0
         self.saves = 0
         self.held: list[tuple[Any, Any]] | None = None
+        self.loading_only = False  #: a miss raises Missing instead of letting numba compile
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         began = time.perf_counter()
+        found = None
         try:
-            if not has_entry(self.folder):
-                return None
-            with _locked(self.folder, exclusive=False):
-                found = self.cache.load_overload(sig, target_context)
+            if has_entry(self.folder):
+                with _locked(self.folder, exclusive=False):
+                    found = self.cache.load_overload(sig, target_context)
         except Exception:  # noqa: BLE001 - a file that does not load is a miss: compile
+            found = None
+        if found is None:
+            if self.loading_only:
+                raise Missing(str(sig))
             return None
-        if found is not None:
-            self.loads += 1
-            self.load_s += time.perf_counter() - began
+        self.loads += 1
+        self.load_s += time.perf_counter() - began
         return found
 
     def save_overload(self, sig: Any, cres: Any) -> None:
