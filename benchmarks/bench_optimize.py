@@ -245,10 +245,11 @@ def start_ray() -> None:
 
 
 if __name__ == "__main__":
-    os.environ[_nodecache.ENV] = tempfile.mkdtemp(prefix="eugo-bench-cache-")
-    per_call()
-    maps_against_pool()
-    compiles_per_worker()
-    off_path()
-    eugo.hpc.shutdown()
+    with tempfile.TemporaryDirectory(prefix="eugo-bench-cache-") as cache:
+        os.environ[_nodecache.ENV] = cache
+        per_call()
+        maps_against_pool()
+        compiles_per_worker()
+        off_path()
+        eugo.hpc.shutdown()
     print(f"(numba {numba.__version__}, {multiprocessing.cpu_count()} CPUs)")
