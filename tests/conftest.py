@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,28 +21,44 @@ import pytest
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 
+_optimize_cache: dict[str, Any] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The optimizer's node cache goes to a temporary folder for the whole run, set before
+    anything starts (nbval starts the examples' kernels before any fixture runs; Ray workers and
+    kernels inherit it): a test never reads or fills the user's own."""
+    folder = tempfile.TemporaryDirectory(prefix="eugo-test-optimize-cache-")
+    _optimize_cache.update(folder=folder, old=os.environ.get("EUGO_OPTIMIZE_CACHE"))
+    os.environ["EUGO_OPTIMIZE_CACHE"] = folder.name
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "folder" not in _optimize_cache:
+        return
+    old = _optimize_cache.pop("old")
+    if old is None:
+        os.environ.pop("EUGO_OPTIMIZE_CACHE", None)
+    else:
+        os.environ["EUGO_OPTIMIZE_CACHE"] = old
+    _optimize_cache.pop("folder").cleanup()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """No address leaks in from the developer's shell; cluster records go to a temp folder, and
-    so does the optimizer's node cache (Ray workers and kernels started later inherit both)."""
+    """No address leaks in from the developer's shell; cluster records go to a temp folder."""
     saved = {k: os.environ.pop(k, None) for k in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
-    folders = {
-        "JUPYTER_RUNTIME_DIR": tmp_path_factory.mktemp("jupyter-runtime"),
-        "EUGO_OPTIMIZE_CACHE": tmp_path_factory.mktemp("optimize-cache"),
-    }
-    old = {key: os.environ.get(key) for key in folders}
-    for key, folder in folders.items():
-        folder.chmod(0o700)
-        os.environ[key] = str(folder)
+    runtime = tmp_path_factory.mktemp("jupyter-runtime")
+    old_runtime = os.environ.get("JUPYTER_RUNTIME_DIR")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     yield
     for key, value in saved.items():
         if value is not None:
             os.environ[key] = value
-    for key, value in old.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    if old_runtime is None:
+        os.environ.pop("JUPYTER_RUNTIME_DIR", None)
+    else:
+        os.environ["JUPYTER_RUNTIME_DIR"] = old_runtime
 
 
 def _shutdown() -> None:
