@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,29 @@ import pytest
 # pytest-jupyter's server fixtures (jp_fetch...) for tests/server. Plugins must be declared here,
 # at the top, and are active for every test; tests/ui/conftest.py opts out of its event loop.
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+
+_optimize_cache: dict[str, Any] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The optimizer's node cache goes to a temporary folder for the whole run, set before
+    anything starts (nbval starts the examples' kernels before any fixture runs; Ray workers and
+    kernels inherit it): a test never reads or fills the user's own."""
+    folder = tempfile.TemporaryDirectory(prefix="eugo-test-optimize-cache-")
+    _optimize_cache.update(folder=folder, old=os.environ.get("EUGO_OPTIMIZE_CACHE"))
+    os.environ["EUGO_OPTIMIZE_CACHE"] = folder.name
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "folder" not in _optimize_cache:
+        return
+    old = _optimize_cache.pop("old")
+    if old is None:
+        os.environ.pop("EUGO_OPTIMIZE_CACHE", None)
+    else:
+        os.environ["EUGO_OPTIMIZE_CACHE"] = old
+    _optimize_cache.pop("folder").cleanup()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -212,6 +212,20 @@ NOT_COMPILED: dict[str, tuple[str, tuple[Any, ...], str, int]] = {
         "try/except",
         6,
     ),
+    "with_open": (
+        "def load_total(path):\n    t = 0.0\n    with open(path, 'rb') as f:\n"
+        "        data = np.load(f)\n    for v in data:\n        t += v\n    return t\n",
+        ("NPY_FILE",),
+        "with statement",
+        3,
+    ),
+    "with_lock": (
+        "import threading\nLOCK = threading.Lock()\n\ndef guarded(a):\n    t = 0.0\n"
+        "    with LOCK:\n        for v in a:\n            t += v\n    return t\n",
+        (np.arange(3.0),),
+        "with statement",
+        6,
+    ),
     "object_argument": (
         "class Point:\n    def __init__(self, x):\n        self.x = x\n\n"
         "def double_x(p):\n    return p.x * 2\n",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ def test_helper_from_another_cell_is_compiled_with_it() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(NOT_COMPILED))
-def test_not_compiled_names_its_line_and_a_fix(name: str) -> None:
+def test_not_compiled_names_its_line_and_a_fix(name: str, tmp_path: Path) -> None:
     source, args, kind, line = NOT_COMPILED[name]
     nb = Notebook()
     nb.ns["pd"] = pd
@@ -68,6 +69,9 @@ def test_not_compiled_names_its_line_and_a_fix(name: str) -> None:
         args = (pd.Series([1.0, 2.0, 3.0]),)
     if isinstance(args[0], str) and args[0] == "POINT":
         args = (nb["Point"](1.5),)
+    if isinstance(args[0], str) and args[0] == "NPY_FILE":
+        np.save(tmp_path / "data.npy", np.arange(5.0))
+        args = (str(tmp_path / "data.npy"),)
     expected = fn(*args)
     report = eugo.hpc.optimize(fn, *args)
     assert not report.compiled
@@ -164,6 +168,22 @@ def test_optimized_call_path_compiles_once_per_process_and_sees_changes() -> Non
     }
 
 
+def test_the_key_of_a_function_is_the_same_after_it_compiled() -> None:
+    # It was not: marshal's bytes for a code object change with the reference counts of its
+    # constants, which numba's compile raises, so a second map compiled everything again.
+    from eugo_jupyter.hpc.optimize import _candidates
+
+    nb = Notebook()
+    nb.cell(COMPILABLE["recurrence"][0])
+    before = _candidates.Candidates(nb["logistic"]).key()
+    fn = Optimized(nb["logistic"])
+    for _ in range(4):
+        fn(*COMPILABLE["recurrence"][1])
+    assert fn.entry().state == "compiled"
+    assert _candidates.Candidates(nb["logistic"]).key() == before
+    assert Optimized(nb["logistic"]).entry() is fn.entry()
+
+
 def test_a_call_that_fails_in_compiled_code_reruns_in_python_and_is_counted() -> None:
     nb = Notebook()
     nb.cell(
@@ -181,15 +201,32 @@ def test_a_call_that_fails_in_compiled_code_reruns_in_python_and_is_counted() ->
     assert stats["python_fallbacks"] == 1 and stats["fallback_error"]
 
 
-def test_break_even_keeps_python_for_a_short_run() -> None:
+def test_break_even_keeps_python_for_a_short_run_and_decides_again_for_another() -> None:
     nb = Notebook()
     nb.cell("def add(a, b):\n    return a + b\n")
     fn = Optimized(nb["add"], expected_calls=3)
-    assert fn(1, 2) == 3
+    assert [fn(i, 2) for i in range(3)] == [2, 3, 4]
     entry = fn.entry()
     assert entry.state == "python"
-    assert re.search(r"compiling pays after about \d+ calls per worker; this run has 3 per "
+    assert re.search(r"pays after about \d+ calls per worker; this run has 3 per "
                      r"worker: kept Python", entry.reason)  # fmt: skip
+    task_call = Optimized(nb["add"])  # a call site whose count is not known: compiles
+    assert task_call(1, 2) == 3
+    assert task_call.entry() is entry and entry.state == "verifying", entry.reason
+
+
+def test_a_map_whose_first_item_is_cheap_is_sampled_before_the_break_even() -> None:
+    # work(0) takes a fraction of a microsecond, work(20) a millisecond: deciding on the first
+    # item alone would keep Python for a map of 100,000 such items.
+    nb = Notebook()
+    nb.cell(
+        "def work(n):\n    s = 0\n    for i in range(n * 1000):\n        s += i % 7\n    return s\n"
+    )
+    fn = Optimized(nb["work"], expected_calls=100_000)
+    assert [fn(n) for n in range(40)] == [nb["work"](n) for n in range(40)]
+    entry = fn.entry()
+    assert entry.state == "compiled", entry.reason
+    assert re.search(r"this run has 100000 per worker: compiled", entry.decision)
 
 
 def test_options_accept_optimize_and_refuse_the_rest() -> None:
@@ -311,3 +348,53 @@ def test_a_helper_numba_cannot_type_stays_python_and_the_answer_is_unchanged(
     entry = fn.entry()
     assert entry.state == "python"  # nothing compiled: said, not shown as compiled
     assert "numba could not type its helpers either" in entry.reason, entry.reason
+
+
+def test_new_argument_types_after_settling_are_checked_against_python_first() -> None:
+    nb = Notebook()
+    nb.cell("def power(b, n):\n    r = 1\n    for _ in range(n):\n        r *= b\n    return r\n")
+    fn = Optimized(nb["power"], force=True)
+    for _ in range(4):
+        assert fn(1.5, 40) == 1.5**40
+    entry = fn.entry()
+    assert entry.state == "compiled" and entry.fast is not None
+    assert fn(1.25, 3) == 1.25**3  # a version it has: numba's dispatcher straight away
+    # Integers are a new version, and 3**50 overflows 64 bits: Python's answer, and kept.
+    assert fn(3, 50) == 3**50
+    assert entry.state == "python"
+    assert "64-bit integer overflow; kept Python" in entry.reason, entry.reason
+    assert fn(2.0, 3) == 8.0
+
+
+def _settled_normalize_rows() -> Optimized:
+    """The corpus's function that changes its argument in place, compiled and verified."""
+    source, args = COMPILABLE["in_place"]
+    nb = Notebook()
+    nb.cell(source)
+    fn = Optimized(nb["normalize_rows"], force=True)
+    for _ in range(4):
+        fn(args[0].copy())
+    return fn
+
+
+def test_a_new_layout_of_an_array_changed_in_place_is_checked_before_it_is_changed() -> None:
+    fn = _settled_normalize_rows()
+    entry = fn.entry()
+    assert entry.state == "compiled" and entry.mutates
+    m = np.asfortranarray(np.random.default_rng(5).random((50, 7)))  # a layout not compiled
+    expected = m / m.sum(axis=1, keepdims=True)
+    assert fn(m) == 50
+    np.testing.assert_allclose(m, expected, rtol=1e-12)  # changed once, by Python
+    assert entry.state == "compiled" and len(entry.compiled.versions()) == 2, entry.reason
+
+
+def test_an_error_in_compiled_code_that_changes_its_arguments_is_raised_not_rerun() -> None:
+    # Rerunning in Python would normalise the rows before the zero row a second time.
+    fn = _settled_normalize_rows()
+    assert fn.entry().state == "compiled"
+    m = np.ones((4, 3))
+    m[2] = 0.0  # numba raises ZeroDivisionError here (Python's NumPy scalars give nan)
+    with pytest.raises(ZeroDivisionError) as raised:
+        fn(m)
+    assert "was not rerun in Python" in "".join(raised.value.__notes__)
+    np.testing.assert_array_equal(m[:2], np.full((2, 3), 1 / 3))  # once, not twice

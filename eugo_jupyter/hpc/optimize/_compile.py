@@ -4,8 +4,10 @@ Every candidate helper is compiled first (``numba.njit``, never ``fastmath``) an
 function is rebuilt over a copy of its globals in which the helpers' names point at their
 compiled versions, so numba types the calls between them. Numba's own ``cache=True`` is not
 used: it is lost through cloudpickle (an unpickled dispatcher has no disk cache) and its
-notebook cache is keyed on one function's source only. The compile is explicit
-(``dispatcher.compile(signature)``) so that its seconds are measured apart from the run.
+notebook cache is keyed on one function's source only. Each dispatcher caches on the node
+instead, in the folder of our key (:mod:`._nodecache`): a version another process compiled is
+loaded, not compiled. The compile is explicit (``dispatcher.compile(signature)``) so that its
+seconds are measured apart from the run, and so is whether it was a load.
 
 The ladder: ``parallel=True`` when the call holds more than one CPU, then serial, then Python.
 A parallel compile that finds nothing to parallelize is replaced by the serial one. A function
@@ -20,10 +22,10 @@ import inspect
 import time
 import types
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from . import _candidates
+from . import _candidates, _nodecache
 
 __all__ = [
     "INSTALL_HINT",
@@ -57,8 +59,15 @@ class Compiled:
     dispatcher: Any
     parallel: bool
     helpers: list[str]
-    seconds: float = 0.0
+    seconds: float = 0.0  #: compiling, or loading when ``loaded``
     note: str = ""  #: why this rung was taken ("parallel=True found nothing to run in parallel")
+    loaded: bool = False  #: loaded from the node cache instead of compiled
+    caches: list[_nodecache.Folder] = field(default_factory=list)  #: its and its helpers'
+    node_cache: str = ""  #: the node cache folder, or why there is none
+
+    def loads(self) -> int:
+        """Versions (of it and its helpers) loaded from the node cache so far."""
+        return sum(c.loads for c in self.caches)
 
     @property
     def how(self) -> str:
@@ -93,34 +102,85 @@ def _self_bound(dispatcher: Any) -> Any:
     return dispatcher
 
 
-def _jit(numba: Any, fn: types.FunctionType, parallel: bool) -> Any:
-    return numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
+def _jit(
+    numba: Any, fn: types.FunctionType, parallel: bool, caches: list[_nodecache.Folder],
+    folder: Any,
+) -> Any:  # fmt: skip
+    dispatcher = numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
+    cache = _nodecache.attach(dispatcher, folder)
+    if cache is not None:
+        caches.append(cache)
+    return dispatcher
 
 
-def _jit_helpers(numba: Any, cands: _candidates.Candidates) -> dict[str, Any]:
+def _jit_helpers(
+    numba: Any, cands: _candidates.Candidates, caches: list[_nodecache.Folder], folder: Any
+) -> dict[str, Any]:
     """Each helper as a (lazy) serial dispatcher, callees first, calling each other compiled."""
     compiled: dict[str, Any] = {}
     for name, helper in cands.helpers.items():
-        compiled[name] = _self_bound(_jit(numba, _rebind(helper, compiled), False))
+        jitted = _jit(numba, _rebind(helper, compiled), False, caches, folder)
+        compiled[name] = _self_bound(jitted)
     return compiled
 
 
+_NOTHING_PARALLEL = "parallel=True found nothing to run in parallel, so the serial version is used"
+
+
 def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: bool) -> Compiled:
-    """Compile ``cands`` for ``signature``; raises numba's error when it cannot."""
+    """Compile ``cands`` for ``signature`` (or load it from the node cache); raises numba's
+    error when it cannot."""
     numba = numba_module()
     assert numba is not None
-    compiled = _jit_helpers(numba, cands)
-    dispatcher = _self_bound(_jit(numba, _rebind(cands.fn, compiled), parallel))
-    note = ""
+    folder, why = _nodecache.folder_for(cands.node_key(parallel))
+    caches: list[_nodecache.Folder] = []
+    compiled = _jit_helpers(numba, cands, caches, folder)
+    dispatcher = _self_bound(_jit(numba, _rebind(cands.fn, compiled), parallel, caches, folder))
+    own = caches[-1] if folder is not None and caches else None
+    if own is not None and parallel:
+        own.hold()  # saved once it is known to be kept (it may find nothing parallel)
+    loads = own.loads if own is not None else 0
     began = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dispatcher.compile(signature)
+    if parallel and _nodecache.marked(folder, "nothing-parallel"):  # found by another process
+        raise _NothingParallel(_NOTHING_PARALLEL, 0.0)
+    nothing = False
+    if _loaded(dispatcher, own, signature):
+        if own is not None and parallel:
+            own.release(keep=True)  # a kept parallel version: later versions are saved
+    else:
+        # Not on the node yet: compile it; the node's other processes wait, then load it.
+        with _nodecache.compiling(folder, signature):
+            if parallel and _nodecache.marked(folder, "nothing-parallel"):
+                raise _NothingParallel(_NOTHING_PARALLEL, time.perf_counter() - began)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                dispatcher.compile(signature)
+            nothing = parallel and any("parallel" in str(w.message) for w in caught)
+            if own is not None and parallel:
+                own.release(keep=not nothing)
+            if nothing:
+                _nodecache.mark(folder, "nothing-parallel")
     seconds = time.perf_counter() - began
-    if parallel and any("parallel" in str(w.message) for w in caught):
-        note = "parallel=True found nothing to run in parallel, so the serial version is used"
-        raise _NothingParallel(note, seconds)
-    return Compiled(dispatcher, parallel, list(compiled), seconds, note)
+    if nothing:
+        raise _NothingParallel(_NOTHING_PARALLEL, seconds)
+    loaded = own is not None and own.loads > loads
+    return Compiled(
+        dispatcher, parallel, list(compiled), seconds, "", loaded, caches, str(folder or why)
+    )
+
+
+def _loaded(dispatcher: Any, own: _nodecache.Folder | None, signature: tuple[Any, ...]) -> bool:
+    """Load ``signature`` from the node cache, without compiling; whether it was there."""
+    if own is None:
+        return False
+    own.loading_only = True
+    try:
+        dispatcher.compile(signature)
+    except _nodecache.Missing:
+        return False
+    finally:
+        own.loading_only = False
+    return True
 
 
 class _Helper:
@@ -192,14 +252,17 @@ def helpers_only(cands: _candidates.Candidates, why: str) -> Compiled:
     """``cands.fn`` kept Python over its helpers compiled lazily (serial, never fastmath)."""
     numba = numba_module()
     assert numba is not None
-    compiled = _jit_helpers(numba, cands)
+    folder, no_cache = _nodecache.folder_for(cands.node_key(False))
+    caches: list[_nodecache.Folder] = []
+    compiled = _jit_helpers(numba, cands, caches, folder)
     helpers = {
         name: _Helper(compiled[name], cands.helpers[name])
         for name in cands.helpers
         if name in _candidates.global_names(cands.fn)
     }
     runner = HelpersOnly(cands.fn, helpers, why)
-    return Compiled(runner, False, list(helpers), 0.0)
+    node_cache = str(folder or no_cache)
+    return Compiled(runner, False, list(helpers), 0.0, caches=caches, node_cache=node_cache)
 
 
 class _NothingParallel(Exception):
@@ -210,12 +273,14 @@ class _NothingParallel(Exception):
 
 def ladder(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel_first: bool
            ) -> tuple[Compiled | None, list[tuple[str, BaseException]], float]:  # fmt: skip
-    """The first rung that compiles: ``(compiled, failures, seconds spent)``; failures name
-    each rung that did not, with numba's error."""
+    """The first rung that compiles: ``(compiled, failures, seconds spent on the rungs not
+    taken)``; failures name each rung that did not compile, with numba's error. The rung taken
+    holds its own seconds (``compiled.seconds``, a load's when ``compiled.loaded``)."""
     failures: list[tuple[str, BaseException]] = []
     spent = 0.0
     note = ""
     for parallel in (True, False) if parallel_first else (False,):
+        began = time.perf_counter()
         try:
             result = build(cands, signature, parallel)
         except _NothingParallel as nothing:
@@ -223,10 +288,10 @@ def ladder(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel_f
             continue
         except Exception as exc:  # noqa: BLE001 - numba's errors are the report's material
             failures.append(("parallel" if parallel else "serial", exc))
+            spent += time.perf_counter() - began
             continue
-        result.seconds += spent
         result.note = result.note or note
-        return result, failures, result.seconds
+        return result, failures, spent
     return None, failures, spent
 
 

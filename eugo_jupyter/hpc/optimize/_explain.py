@@ -148,7 +148,7 @@ def explain_error(cands: _candidates.Candidates, error: BaseException) -> Help:
         name, line = located[-1]
         fn = _owner(cands, name, line) or by_file[name]
     kind, fix = _classify(cands, fn, line, message)
-    if kind in ("recursion", "try/except") and not located:
+    if kind in ("recursion", "try/except", "with statement") and not located:
         line = _construct_line(fn, kind) or line
     return _help(fn, line, kind, fix, f"{type(error).__name__}: {message}")
 
@@ -178,6 +178,8 @@ def _construct_line(fn: types.FunctionType, kind: str) -> int | None:
     first = fn.__code__.co_firstlineno - 1
     for node in ast.walk(tree):
         if kind == "try/except" and isinstance(node, ast.Try):
+            return node.lineno + first
+        if kind == "with statement" and isinstance(node, (ast.With, ast.AsyncWith)):
             return node.lineno + first
         if (
             kind == "recursion"
@@ -229,6 +231,12 @@ def _classify(
             f"numba does not know {library[2]}.{library[1]}: move the numeric part into a "
             "function of its own, which is compiled, and call it from a Python function that "
             f"uses {library[2]}.{library[1]}."
+        )
+    if "context manager" in message or code.startswith(("with ", "async with ")):
+        return "with statement", (
+            "a with block (a file, a lock, a context manager) numba cannot compile: keep the "
+            "with in a Python function that reads what it needs, and pass the arrays to a "
+            "function of its own, which is compiled."
         )
     if (
         "try" in code.split()

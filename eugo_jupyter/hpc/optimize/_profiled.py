@@ -3,7 +3,8 @@
 Each profiled call carries its worker process's optimizer stats (cumulative for the process);
 per function and process the latest is kept, then the processes are summed up: compiled or not
 and why, the speedup per call measured on the workers, compile seconds, how many processes
-compiled, the versions compiled, calls verified and the largest difference seen.
+compiled and how many loaded it from the node cache instead (and in how long), the versions
+compiled, calls verified and the largest difference seen.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ class OptimizationRow(TypedDict):
     plain_s: float | None
     compiled_s: float | None
     compile_s: float
+    load_s: float
     processes: int
     processes_compiled: int
+    processes_loaded: int  #: processes that loaded a version from the node cache
     versions: list[str]
     verified: int
     max_diff: float
@@ -41,7 +44,7 @@ def section(model: Mapping[str, Any]) -> list[OptimizationRow]:
         for stats in task.get("optimizations") or []:
             key = (stats["function"], stats["pid"], stats["key"])
             held = latest.get(key)
-            if held is None or stats["calls"] >= held["calls"]:
+            if held is None or _when(stats) >= _when(held):
                 latest[key] = stats
     grouped: dict[str, list[dict[str, Any]]] = {}
     for (function, _, _), stats in sorted(latest.items()):
@@ -67,8 +70,10 @@ def section(model: Mapping[str, Any]) -> list[OptimizationRow]:
                 "plain_s": _median([e["plain_s"] for e in entries]),
                 "compiled_s": _median([e["compiled_s"] for e in compiled]),
                 "compile_s": sum(e["compile_s"] for e in entries),
+                "load_s": sum(e.get("load_s", 0.0) for e in entries),
                 "processes": len({e["pid"] for e in entries}),
-                "processes_compiled": len({e["pid"] for e in entries if e["compile_s"] > 0}),
+                "processes_compiled": len({e["pid"] for e in entries if e.get("compiles")}),
+                "processes_loaded": len({e["pid"] for e in entries if e.get("loads")}),
                 "versions": versions,
                 "verified": sum(e["verified"] for e in entries),
                 "max_diff": max(e["max_diff"] for e in entries),
@@ -80,6 +85,11 @@ def section(model: Mapping[str, Any]) -> list[OptimizationRow]:
             }
         )
     return rows
+
+
+def _when(stats: Mapping[str, Any]) -> tuple[float, int]:
+    """The order of one process's snapshots: when read, then the calls counted."""
+    return (stats.get("at", 0.0), stats["calls"])
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -95,10 +105,15 @@ def lines(rows: list[OptimizationRow]) -> list[str]:
     for row in rows:
         if row["compiled"]:
             speed = f"{row['speedup']:.0f}x faster per call" if row["speedup"] else "compiled"
+            loaded = (
+                f", loaded from the node cache in {row['processes_loaded']} ({_fmt(row['load_s'])})"
+                if row["processes_loaded"]
+                else ""
+            )
             out.append(
-                f"{row['function']}: compiled ({row['how']}), {speed} on the workers; compile "
-                f"{_fmt(row['compile_s'])} in {row['processes_compiled']} of {row['processes']} "
-                f"worker processes; {len(row['versions'])} version(s): "
+                f"{row['function']}: compiled ({row['how']}), {speed} on the workers; compiled "
+                f"in {row['processes_compiled']} of {row['processes']} worker processes "
+                f"({_fmt(row['compile_s'])}){loaded}; {len(row['versions'])} version(s): "
                 f"{'; '.join(row['versions'])}; "
                 f"verified on {row['verified']} calls, largest difference {row['max_diff']:.1e}"
             )

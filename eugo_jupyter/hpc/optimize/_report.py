@@ -28,6 +28,9 @@ class OptimizationReport:
         self.plain_s = stats["plain_s"]
         self.compiled_s = stats["compiled_s"] if self.compiled else stats["compiled_s"]
         self.compile_s = stats["compile_s"]
+        self.load_s = stats["load_s"]
+        self.loaded = stats["loads"] > 0 and stats["compiles"] == 0  #: from the node cache
+        self.node_cache = stats["node_cache"]
         self.versions = stats["versions"]
         self.verified = stats["verified"]
         self.max_diff = stats["max_diff"]
@@ -38,7 +41,8 @@ class OptimizationReport:
         self.helpers = list(entry.cands.helpers) if entry.cands is not None else []
         self.break_even: int | None = None
         if self.compiled and self.plain_s and self.compiled_s:
-            self.break_even = _decide.break_even(self.plain_s, self.compiled_s, self.compile_s)
+            cost = self.compile_s + self.load_s
+            self.break_even = _decide.break_even(self.plain_s, self.compiled_s, cost)
 
     @property
     def speedup(self) -> float | None:
@@ -58,6 +62,9 @@ class OptimizationReport:
             "compiled_s": self.compiled_s,
             "speedup": self.speedup,
             "compile_s": self.compile_s,
+            "load_s": self.load_s,
+            "loaded_from_node_cache": self.loaded,
+            "node_cache": self.node_cache,
             "break_even_calls": self.break_even,
             "versions": self.versions,
             "verification": {
@@ -76,10 +83,15 @@ class OptimizationReport:
         if self.compiled:
             lines.append(f"{self.function}: compiled, {self.how}")
             speed = f" ({self.speedup:.0f}x)" if self.speedup else ""
+            cost = (
+                f"loaded from the node cache in {_fmt(self.load_s)} (compiled earlier on this "
+                "machine)"
+                if self.loaded
+                else f"compile {_fmt(self.compile_s)}"
+            )
             lines.append(
                 f"  per call: Python {_fmt(self.plain_s or 0)}, "
-                f"compiled {_fmt(self.compiled_s or 0)}"
-                f"{speed}; compile {_fmt(self.compile_s)}"
+                f"compiled {_fmt(self.compiled_s or 0)}{speed}; {cost}"
             )
             if self.break_even:
                 lines.append(f"  compiling pays after about {self.break_even} calls per worker")

@@ -4,18 +4,26 @@
 the plain function plus its settings). In each process it finds its :class:`Entry` by cache key
 once; the entry goes through the steps:
 
-1. ``new``: the first call runs the plain function (timed) on the real arguments, a copy of the
-   arguments having been taken first. Static reasons (a generator), a missing numba, arguments
-   numba cannot type, and the break-even (:mod:`._decide`) may keep Python here.
+1. ``new``: the first calls run the plain function (timed) on the real arguments, a copy of
+   the arguments having been taken first. When the number of calls is known (a map), calls are
+   sampled until ``SAMPLE_S`` of work or ``SAMPLE_CALLS`` calls (a map's first item may be its
+   cheapest). Static reasons (a generator), a missing numba, arguments numba cannot type, and
+   the break-even (:mod:`._decide`) may keep Python here; one kept for its cost alone is
+   decided again when another call site (a new map, a task) brings a different count.
 2. compile: the ladder of :mod:`._compile` (parallel when the call holds more than one CPU,
-   then serial); a failure keeps Python with the line and the fix (:mod:`._explain`).
+   then serial), which loads a version another process saved in the node cache instead of
+   compiling it (:mod:`._nodecache`); a failure keeps Python with the line and the fix
+   (:mod:`._explain`).
 3. ``verifying``: the first ``VERIFY_CALLS`` calls run both versions, the compiled one on the
    copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
    one returned. A difference drops the compiled version (a parallel one falls back to serial
-   first); a compiled version slower than Python is dropped too.
-4. ``compiled``: calls run the compiled version. A call it raises on (a ``None`` among floats)
-   reruns in Python and is counted; a call that compiled a new version (new argument types) is
-   checked against Python before its answer is used.
+   first); a compiled version slower than Python on every verified call is dropped too.
+4. ``compiled``: calls go straight to numba's dispatcher (:meth:`Optimized.__call__`). Numba
+   calls back (its ``_compile_for_args``, before running anything) on argument types it has no
+   version for: the new version is compiled, run on a copy and checked against Python, whose
+   answer is returned (:meth:`Entry.new_types`). A call the compiled version raises on reruns in
+   Python and is counted, unless the function changes its arguments in place: then the error
+   is raised, with a note, as the arguments may already be changed.
 """
 
 from __future__ import annotations
@@ -29,12 +37,16 @@ import types
 import warnings
 from typing import Any
 
-from . import _candidates, _compile, _decide, _explain, _state, _threads, _verify
+from . import _candidates, _compile, _decide, _explain, _nodecache, _state, _threads, _verify
 
 __all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
 
 #: Calls that run both versions before the compiled one is trusted.
 VERIFY_CALLS = 2
+#: Before deciding whether compiling pays for a known number of calls: sample calls until they
+#: add up to this much plain time, or to ``SAMPLE_CALLS`` calls (or the calls known).
+SAMPLE_S = 0.005
+SAMPLE_CALLS = 64
 
 
 class Entry:
@@ -67,9 +79,18 @@ class Entry:
         self.notes: list[str] = []
         self.help: list[_explain.Help] = []
         self.difference: _verify.Difference | None = None
-        self.compile_s = 0.0
+        self.compile_s = 0.0  #: seconds compiling in this process
+        self.compiles = 0  #: versions compiled in this process
+        self.load_s = 0.0  #: seconds loading from the node cache
+        self.loads = 0  #: versions loaded from the node cache
+        self.node_cache = ""  #: the node cache folder, or why there is none
+        self.kept_for_cost = False  #: kept Python by the break-even alone (decided again later)
+        self.decided_on: tuple[Any, ...] = ()  #: what that decision rested on (see reconsider)
+        self.fast: Any = None  #: the settled numba dispatcher (Optimized.__call__'s short path)
+        self._checking = False  #: a new version is being checked (numba's callback)
         self.plain_times: list[float] = []
         self.compiled_times: list[float] = []
+        self.paired: list[tuple[float, float]] = []  #: (plain, compiled) of each verified call
         self.verified = 0
         self.max_diff = 0.0
         self.mutates = False
@@ -77,7 +98,6 @@ class Entry:
         self.python_fallbacks = 0
         self.fallback_error = ""
         self.failed_attempts: list[str] = []
-        self.seen_types: set[tuple[Any, ...]] = set()  # argument kinds known to be compiled
 
     # -- the steps ----------------------------------------------------------------------------
     def call(self, args: tuple, kwargs: dict) -> Any:
@@ -92,9 +112,45 @@ class Entry:
     def _keep_python(self, reason: str) -> None:
         self.state = "python"
         self.reason = reason
+        self._slow()
+
+    def reconsider(self, expected_calls: int | None) -> None:
+        """Another call site (a new map, a task): a decision made on cost alone is made again
+        when what it rested on changed (the count, numba loaded since, the node cache filled)."""
+        if self.kept_for_cost and self._cost_inputs(expected_calls) != self.decided_on:
+            self.state, self.reason, self.kept_for_cost = "new", "", False
+            self.expected_calls = expected_calls
+            self.plain_times = []
+
+    def _cost_inputs(self, expected_calls: int | None) -> tuple[Any, ...]:
+        """What the break-even's compile cost depends on, besides the measured time."""
+        cands = self.cands
+        assert cands is not None
+        parallel = _threads.threads_for(self.num_cpus) > 1
+        cached = any(
+            _nodecache.has_entry(_nodecache.folder_for(cands.node_key(p))[0])
+            for p in {parallel, False}
+        )
+        return expected_calls, "numba" in sys.modules, cached
+
+    def _sampling(self) -> bool:
+        """Still sampling plain calls before the break-even (a known number of calls only)."""
+        if self.force or self.expected_calls is None:
+            return False
+        calls = len(self.plain_times)
+        return calls < min(SAMPLE_CALLS, self.expected_calls) and sum(self.plain_times) < SAMPLE_S
+
+    def _account(self, seconds: float, loaded: bool, versions: int = 1) -> None:
+        if loaded:
+            self.load_s += seconds
+            self.loads += versions
+        else:
+            self.compile_s += seconds
+            self.compiles += versions
+            _decide.note_compile(seconds)
 
     def _prepare(self, bound: tuple, plain_s: float) -> bool:
-        """Step 1 and 2 (after the first plain call): whether a compiled version now exists."""
+        """Step 1 and 2 (after the sampled plain calls): whether a compiled version now exists."""
         cands = self.cands
         if cands is None:
             self._keep_python("not a plain Python function")
@@ -117,11 +173,14 @@ class Entry:
             and self._offloaded(bound)
         ):
             return True
-        estimate = _decide.compile_estimate(numba_was_loaded)
-        decision = _decide.before_compile(plain_s, self.expected_calls, estimate)
+        self.decided_on = self._cost_inputs(self.expected_calls)
+        _, numba_was_loaded, cached = self.decided_on
+        estimate = _decide.compile_estimate(numba_was_loaded, cached)
+        decision = _decide.before_compile(plain_s, self.expected_calls, estimate, cached)
         self.decision = decision.text
         if not decision.compile and not self.force:
             self._keep_python(decision.text)
+            self.kept_for_cost = True
             return False
         signature, bad = _compile.argument_types(self.fn, bound)
         if bad is not None:
@@ -133,9 +192,12 @@ class Entry:
             )
         assert signature is not None
         parallel = _threads.threads_for(self.num_cpus) > 1
-        compiled, failures, seconds = _compile.ladder(cands, signature, parallel)
-        self.compile_s += seconds
-        _decide.note_compile(seconds)
+        compiled, failures, spent = _compile.ladder(cands, signature, parallel)
+        if spent:
+            self._account(spent, loaded=False, versions=0)
+        if compiled is not None:
+            self._account(compiled.seconds, compiled.loaded)
+            self.node_cache = compiled.node_cache
         self.failed_attempts += [f"{rung}: {type(e).__name__}" for rung, e in failures]
         if compiled is None:
             found = _explain.explain_error(cands, failures[-1][1])
@@ -156,6 +218,7 @@ class Entry:
             self._keep_python(reason)
             return False
         self.compiled = _compile.helpers_only(cands, reason)
+        self.node_cache = self.compiled.node_cache
         self.state = "verifying"
         return True
 
@@ -192,18 +255,25 @@ class Entry:
         self.plain_times.append(plain_s)
         if _verify.compare(bound, before, "arguments")[0] is not None:
             self.mutates = True
-        if self.state == "new" and not self._prepare(bound, plain_s):
-            return plain
-        self._check(plain, bound, trial, before)
+        if self.state == "new":
+            if self._sampling():
+                return plain
+            typical = statistics.fmean(self.plain_times)
+            if not self._prepare(bound, typical):
+                return plain
+        self._check(plain, bound, trial, before, plain_s)
         return plain
 
-    def _check(self, plain: Any, after_plain: tuple, trial: tuple, before: tuple) -> None:
+    def _check(
+        self, plain: Any, after_plain: tuple, trial: tuple, before: tuple, plain_s: float
+    ) -> None:
         """Run the compiled version on ``trial`` and compare it with the plain call."""
         compiled = self.compiled
         assert compiled is not None
         _threads.limit(self.num_cpus)
         lazy = isinstance(compiled.dispatcher, _compile.HelpersOnly)
         versions = len(compiled.dispatcher.overloads) if lazy else 0
+        loads = compiled.loads()
         began = time.perf_counter()
         try:
             result = compiled.dispatcher(*trial)
@@ -216,17 +286,13 @@ class Entry:
             return
         took = time.perf_counter() - began
         if lazy and len(compiled.dispatcher.overloads) != versions:
-            self.compile_s += took  # helpers compiled during this call: not a call's time
-            _decide.note_compile(took)
+            # Helpers compiled (or loaded) during this call: not a call's time.
+            added = len(compiled.dispatcher.overloads) - versions
+            self._account(took, compiled.loads() > loads, added)
         else:
             self.compiled_times.append(took)
-        found, max_diff = _verify.compare(plain, result)
-        if found is None:
-            for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
-                found, arg_diff = _verify.compare(a, b, f"argument {self._arg_name(i)}")
-                max_diff = max(max_diff, arg_diff)
-                if found is not None:
-                    break
+            self.paired.append((plain_s, took))
+        found, max_diff = self._difference(plain, result, after_plain, trial)
         if found is not None:
             if compiled.parallel:
                 self._serial_instead(found, plain, after_plain, before)
@@ -248,15 +314,19 @@ class Entry:
         assert self.cands is not None and self.compiled is not None
         self.notes.append(f"the parallel version differed ({found.text()}): serial instead")
         signature = tuple(self.compiled.dispatcher.signatures[-1])
-        compiled, failures, seconds = _compile.ladder(self.cands, signature, False)
-        self.compile_s += seconds
+        compiled, failures, spent = _compile.ladder(self.cands, signature, False)
+        if spent:
+            self._account(spent, loaded=False, versions=0)
+        if compiled is not None:
+            self._account(compiled.seconds, compiled.loaded)
         if compiled is None:
             self._keep_python("the parallel version differed and the serial one failed to compile")
             self.compiled = None
             return
         self.compiled = compiled
         self.compiled_times.clear()
-        self._check(plain, after, _verify.copy_args(before), before)
+        self.paired.clear()
+        self._check(plain, after, _verify.copy_args(before), before, 0.0)
 
     def _settle(self) -> None:
         if not self.compiled_times:
@@ -266,9 +336,12 @@ class Entry:
             self.compiled = None
             self._keep_python(f"{runner.why}, and numba could not type its helpers either")
             return
-        plain_s = min(self.plain_times)  # the least disturbed of the verification calls
-        compiled_s = min(self.compiled_times)
-        if compiled_s >= plain_s and not self.force:
+        # Each verified call ran both versions on the same arguments: slower on every one of them
+        # (not on one disturbed by the machine's load) drops the compiled version.
+        paired = [(p, c) for p, c in self.paired if p > 0] or self.paired
+        if paired and all(c >= p for p, c in paired) and not self.force:
+            plain_s = min(p for p, _ in paired)
+            compiled_s = min(c for _, c in paired)
             self.compiled = None
             self._keep_python(
                 f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
@@ -276,63 +349,139 @@ class Entry:
             )
             return
         self.state = "compiled"
+        self._go_fast()
+
+    def _go_fast(self) -> None:
+        """Settled on a numba dispatcher: calls go straight to it, and numba calls
+        :meth:`new_types` back for argument types it has no version for."""
+        runner = self.compiled.dispatcher if self.compiled is not None else None
+        if runner is None or not hasattr(runner, "_compile_for_args"):
+            return  # helpers only, or offloaded: the full path
+        runner._compile_for_args = self.new_types  # numba looks it up on the instance
+        self.fast = runner
+
+    def _slow(self) -> None:
+        """Leave the short path (a difference was found, or a new version is being checked)."""
+        if self.fast is not None:
+            vars(self.fast).pop("_compile_for_args", None)
+            self.fast = None
 
     def _compiled_call(self, args: tuple, kwargs: dict) -> Any:
+        """The compiled state, called with keywords or not on numba's short path (its helpers
+        compiled, or offloaded)."""
         compiled = self.compiled
         assert compiled is not None
         bound = args if not kwargs else _compile.bind(self.fn, args, kwargs)
         if bound is None:
             return self.fn(*args, **kwargs)
         dispatcher = compiled.dispatcher
-        if self.mutates:
-            # Changed in place: it cannot be checked afterwards, so a new type is verified first.
-            quick = _quick_types(bound)
-            if quick is None or quick not in self.seen_types:
-                signature, _ = _compile.argument_types(self.fn, bound)
-                if signature is None or signature not in dispatcher.overloads:
-                    return self._new_version_mutating(args, kwargs, bound)
-                if quick is not None:
-                    self.seen_types.add(quick)
+        if self.fast is not None:
+            try:
+                return dispatcher(*bound)
+            except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
+                return self.raised(bound, exc)
         versions = len(dispatcher.overloads)
         try:
             result = dispatcher(*bound)
         except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
-            self._fell_back(exc)
-            return self.fn(*args, **kwargs)
+            return self.raised(bound, exc)
         if len(dispatcher.overloads) != versions:
             # This call compiled a new version (new argument types): check it against Python.
+            self._account_new_version(compiled)
             plain = self.fn(*args, **kwargs)
-            found, max_diff = _verify.compare(plain, result)
-            if found is not None:
-                self.difference = found
-                self.compiled = None
-                self._keep_python(
-                    f"a new version ({compiled.versions()[-1]}): {found.text()}; kept Python"
-                )
-            else:
-                self.max_diff = max(self.max_diff, max_diff)
-                self.verified += 1
+            self._compare_new_version(plain, result, None, None)
             return plain
         return result
 
-    def _new_version_mutating(self, args: tuple, kwargs: dict, bound: tuple) -> Any:
-        before = _verify.copy_args(bound)
-        trial = _verify.copy_args(bound)
+    def new_types(self, *args: Any, **kwargs: Any) -> Any:
+        """Numba's callback for argument types it has no version for (``_compile_for_args``),
+        made before anything runs: the new version is compiled, run on a copy of the arguments
+        and compared with Python, whose answer the call returns."""
+        dispatcher = self.fast
+        assert dispatcher is not None
+        if self._checking:  # numba asks again while the new version is being checked
+            return type(dispatcher)._compile_for_args(dispatcher, *args, **kwargs)
+        self._checking = True
+        try:
+            return self._check_new_types(dispatcher, args, kwargs)
+        finally:
+            self._checking = False
+
+    def _check_new_types(self, dispatcher: Any, args: tuple, kwargs: dict) -> Any:
+        trial = _verify.copy_args(args) if self.mutates else args
         plain = self.fn(*args, **kwargs)
         try:
-            self.state = "verifying"
-            self.verified = min(self.verified, VERIFY_CALLS - 1)
-            self._check(plain, bound, trial, before)
-        except Exception as exc:  # noqa: BLE001
+            type(dispatcher)._compile_for_args(dispatcher, *trial, **kwargs)
+            result = dispatcher(*trial, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - it cannot take these: Python's answer
             self._fell_back(exc)
-        return plain
+            self.python_fallbacks += 1
+            return _returning(plain)
+        assert self.compiled is not None
+        self._account_new_version(self.compiled)
+        self._compare_new_version(plain, result, args if self.mutates else None, trial)
+        return _returning(plain)
+
+    def _compare_new_version(
+        self, plain: Any, result: Any, after_plain: tuple | None, trial: tuple | None
+    ) -> None:
+        found, max_diff = self._difference(plain, result, after_plain, trial)
+        if found is not None:
+            assert self.compiled is not None
+            version = self.compiled.versions()[-1]
+            self.difference = found
+            self.compiled = None
+            self._keep_python(f"a new version ({version}): {found.text()}; kept Python")
+            return
+        self.max_diff = max(self.max_diff, max_diff)
+        self.verified += 1
+
+    def _account_new_version(self, compiled: _compile.Compiled) -> None:
+        cres = next(reversed(compiled.dispatcher.overloads.values()), None)
+        metadata = getattr(cres, "metadata", None)  # None: loaded from a cache (numba's way)
+        seconds = float((metadata or {}).get("timers", {}).get("compiler_lock", 0.0))
+        self._account(seconds, loaded=metadata is None)
+
+    def raised(self, bound: tuple, exc: BaseException) -> Any:
+        """The compiled version raised: rerun in Python (counted and named), unless it may
+        have changed its arguments in place already."""
+        self._fell_back(exc)
+        if self.mutates and self._ran_compiled(bound):
+            note = getattr(exc, "add_note", None)  # Python 3.11+
+            if note is not None:
+                note(
+                    f"Raised by the compiled version of {self.fn.__qualname__} (optimize=), "
+                    "which changes its arguments in place: they may already be changed, so it "
+                    "was not rerun in Python. Call it without optimize= to see what Python does."
+                )
+            raise exc
+        self.python_fallbacks += 1
+        return self.fn(*bound)
+
+    def _ran_compiled(self, bound: tuple) -> bool:
+        """Whether a compiled version exists for these arguments (so it ran before raising)."""
+        assert self.compiled is not None
+        signature, _ = _compile.argument_types(self.fn, bound)
+        return signature is not None and signature in self.compiled.dispatcher.overloads
 
     def _fell_back(self, exc: BaseException) -> None:
-        self.python_fallbacks += 1
         if not self.fallback_error and self.cands is not None:
             found = _explain.explain_error(self.cands, exc)
             self.fallback_error = f"{type(exc).__name__} at line {found.line}: {found.kind}"
             self.help.append(found)
+
+    def _difference(self, plain: Any, result: Any, after_plain: tuple | None,
+                    trial: tuple | None) -> tuple[_verify.Difference | None, float]:  # fmt: skip
+        """The first difference between the two versions' results, then the arguments each
+        changed in place (``after_plain``, ``trial``), and the largest float difference."""
+        found, max_diff = _verify.compare(plain, result)
+        if found is None and after_plain is not None and trial is not None:
+            for i, (a, b) in enumerate(zip(after_plain, trial, strict=True)):
+                found, arg_diff = _verify.compare(a, b, f"argument {self._arg_name(i)}")
+                max_diff = max(max_diff, arg_diff)
+                if found is not None:
+                    break
+        return found, max_diff
 
     def _arg_name(self, index: int) -> str:
         names = self.fn.__code__.co_varnames[: self.fn.__code__.co_argcount]
@@ -349,10 +498,18 @@ class Entry:
             "how": compiled.how if compiled else "",
             "reason": self.reason,
             "compile_s": self.compile_s,
+            "compiles": self.compiles,
+            "load_s": self.load_s,
+            "loads": self.loads,
+            "node_cache": self.node_cache,
             "versions": compiled.versions() if compiled else [],
             "verified": self.verified,
             "max_diff": self.max_diff,
-            "plain_s": statistics.median(self.plain_times) if self.plain_times else None,
+            "plain_s": statistics.median(p for p, _ in self.paired)
+            if self.paired
+            else statistics.median(self.plain_times)
+            if self.plain_times
+            else None,
             "compiled_s": statistics.median(self.compiled_times) if self.compiled_times else None,
             "calls": self.calls,
             "python_fallbacks": self.python_fallbacks,
@@ -371,20 +528,9 @@ def _installed(name: str) -> bool:
         return False
 
 
-def _quick_types(args: tuple) -> tuple[Any, ...] | None:
-    """What decides numba's type of each argument, cheaply; None when only numba can tell."""
-    out: list[Any] = []
-    for a in args:
-        kind = type(a)
-        if kind in (list, dict, tuple, set, int):  # element types / int width: ask numba
-            return None
-        flags = getattr(a, "flags", None)
-        if flags is not None and hasattr(a, "dtype"):
-            out.append((kind, a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous,
-                        flags.writeable, flags.aligned))  # fmt: skip
-        else:
-            out.append(kind)
-    return tuple(out)
+def _returning(value: Any) -> Any:
+    """What numba's callback hands back: a callable that numba calls with the arguments."""
+    return lambda *args, **kwargs: value
 
 
 def _call_text(args: tuple) -> str:
@@ -439,7 +585,15 @@ class Optimized:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry = self._entry or self.entry()
-        return entry.call(args, kwargs)
+        fast = entry.fast
+        if fast is None or kwargs:
+            return entry.call(args, kwargs)
+        # Verified and settled: numba's dispatcher, with only the fallback around it (new
+        # argument types come back to the entry through numba's own callback).
+        try:
+            return fast(*args)
+        except Exception as exc:  # noqa: BLE001 - rerun in Python, counted and named
+            return entry.raised(args, exc)
 
 
 def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, force: bool,
@@ -453,4 +607,6 @@ def find_entry(fn: Any, num_cpus: float | None, expected_calls: int | None, forc
         entry = Entry(fn, cands, key, num_cpus, expected_calls, force, mode, num_gpus)
         if cached:
             _state.ENTRIES[key] = entry
+    else:
+        entry.reconsider(expected_calls)
     return entry

@@ -2,8 +2,9 @@
 
 One :class:`~._runtime.Entry` per cache key (see :mod:`._candidates`) lives in :data:`ENTRIES`
 for the life of the process: a Ray worker compiles an unchanged function once, however many
-tasks or batches it runs. :func:`snapshot` is what the worker side of ``eugo.hpc.profile()``
-attaches to each call's timing; it imports nothing heavy.
+tasks or batches it runs (and loads it from the node cache, :mod:`._nodecache`, when another
+process of its node compiled it first). :func:`snapshot` is what the worker side of
+``eugo.hpc.profile()`` attaches to each call's timing; it imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ class Stats(TypedDict, total=False):
     state: str  #: "compiled", "python" (kept plain), "verifying", "new"
     how: str
     reason: str
-    compile_s: float
+    compile_s: float  #: seconds compiling
+    compiles: int  #: versions compiled
+    load_s: float  #: seconds loading from the node cache
+    loads: int  #: versions loaded from the node cache (compiled by another process)
+    node_cache: str  #: the node cache folder, or why there is none
     versions: list[str]
     verified: int
     max_diff: float
     plain_s: float | None
     compiled_s: float | None
-    calls: int
+    calls: int  #: calls that took the checked path (not those straight to numba's dispatcher)
+    at: float  #: when a snapshot read them (time.monotonic() of the process)
     python_fallbacks: int
     fallback_error: str
     difference: str
@@ -40,5 +46,8 @@ class Stats(TypedDict, total=False):
 
 
 def snapshot() -> list[Stats]:
-    """The stats of every function optimized in this process."""
-    return [entry.stats() for entry in ENTRIES.values()]
+    """The stats of every function optimized in this process, with the time they were read."""
+    import time
+
+    now = time.monotonic()
+    return [{**entry.stats(), "at": now} for entry in ENTRIES.values()]

@@ -49,12 +49,11 @@ class Difference:
 
 
 def copy_args(values: Any) -> Any:
-    """A deep copy; NumPy arrays keep their read-only flag (a separate compiled version)."""
+    """A deep copy; NumPy arrays keep what numba types them by (a version each): their layout
+    (C, Fortran or strided) and their read-only flag."""
     np = sys.modules.get("numpy")
     if np is not None and isinstance(values, np.ndarray):
-        out = values.copy()
-        out.flags.writeable = values.flags.writeable
-        return out
+        return _array_copy(np, values)
     if isinstance(values, tuple):
         return tuple(copy_args(v) for v in values)
     if isinstance(values, list):
@@ -62,6 +61,18 @@ def copy_args(values: Any) -> Any:
     if isinstance(values, dict):
         return {k: copy_args(v) for k, v in values.items()}
     return copy.deepcopy(values)
+
+
+def _array_copy(np: Any, values: Any) -> Any:
+    flags = values.flags
+    if flags.c_contiguous or flags.f_contiguous or values.ndim == 0:
+        out = values.copy(order="K")
+    else:  # strided: a view of every other element of a buffer twice the size
+        buffer = np.empty([2 * n for n in values.shape], dtype=values.dtype)
+        out = buffer[tuple(slice(None, None, 2) for _ in values.shape)]
+        out[...] = values
+    out.flags.writeable = flags.writeable
+    return out
 
 
 class _Compare:
