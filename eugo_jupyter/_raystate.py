@@ -312,3 +312,19 @@ def _finished_drivers(gcs_address: str, dropped: int, timeout: float) -> int:
             known[job_id] = len(stub.GetTaskEvents(request, timeout=timeout).events_by_task) > 0
     _DRIVERS[gcs_address] = (dropped, known)
     return sum(known[job_id] for job_id in ended)
+
+
+def actor_creation_task(handle: Any) -> str:
+    """The id (hex) of the task that runs an actor's ``__init__``, from its handle."""
+    from ray._raylet import TaskID
+
+    return str(TaskID.for_actor_creation_task(handle._actor_id).hex())
+
+
+def in_async_actor() -> bool:
+    """Whether this worker runs an async actor, where Ray refuses a blocking ``ray.get`` (it
+    warns, and would block the actor's event loop)."""
+    from ray._private.worker import global_worker
+
+    core = getattr(global_worker, "core_worker", None)
+    return bool(core is not None and core.current_actor_is_asyncio())

@@ -108,7 +108,9 @@ class DistributedFunction:
         if mode or (mode is None and _hooks.optimize_default):
             from .optimize import _calls  # optimize=True: ship the optimizer in fn's place
 
-            fn, remote = _calls.for_task(fn, mode or _hooks.optimize_default, submitter.options)
+            fn, remote = _calls.for_task(
+                fn, mode or _hooks.optimize_default, submitter.options, self._label
+            )
         try:
             # The profile and the audit plug in through _hooks (None costs one lookup each).
             audit, recorder = _hooks.audit, _hooks.recorder
@@ -294,6 +296,8 @@ class DistributedClass:
         except Exception as exc:
             _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
+        if _output.router is not None:
+            _output.track_actor(handle, self._cls.__qualname__)  # __init__'s prints, this cell
         return ActorProxy(handle, self._cls.__qualname__, self._cls, self._reads)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:

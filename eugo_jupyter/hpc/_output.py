@@ -44,6 +44,7 @@ __all__ = [
     "router",
     "settle",
     "task_ref",
+    "track_actor",
     "track_method",
 ]
 
@@ -171,9 +172,12 @@ class Router:
         return str(header.get("header", {}).get("msg_id", ""))
 
     def track(self, ref: Any, label: str) -> _Call | None:
+        return self.track_task(task_ref(ref).task_id().hex(), label)
+
+    def track_task(self, task_id: str, label: str) -> _Call | None:
+        """Lines of the task ``task_id`` (hex) go under the cell running now, named ``label``."""
         if label in self.skip:
             return None
-        ref = task_ref(ref)
         with self.lock:
             cell = self.cell()
             area = self.areas.get(cell)
@@ -182,7 +186,7 @@ class Router:
                 area.open()  # now, in the calling cell: lines printed later land here
                 while len(self.areas) > 1000:
                     self.areas.popitem(last=False)
-            call = self.calls[ref.task_id().hex()] = _Call(label, area)
+            call = self.calls[task_id] = _Call(label, area)
             while len(self.calls) > KEEP_CALLS:
                 self.calls.popitem(last=False)
             return call
@@ -402,6 +406,15 @@ def cell_writer(ref: Any, label: str) -> Callable[[Iterable[tuple[str, str]] | N
     calling cell (call this in that cell), keyed by the cell's future ``ref``; else None."""
     active = _router()
     return None if active is None else active.cell_writer(ref, label)
+
+
+def track_actor(handle: Any, label: str) -> None:
+    """An actor of a prepared class was created: its ``__init__``'s lines go under this cell."""
+    active = router
+    if active is not None and label in active.actors:
+        from .._raystate import actor_creation_task
+
+        active.track_task(actor_creation_task(handle), label)
 
 
 def settle(refs: Iterable[Any]) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from .cells.worker import FLUSH_INTERVAL, Chunks, _Sink
 
-__all__ = ["FD_BYTES", "call_printing", "wrap", "wrap_class"]
+__all__ = ["FD_BYTES", "call_printing", "muted", "wrap", "wrap_class"]
 
 #: At most this much of what one call writes straight to a descriptor is shown; the rest goes
 #: to Ray's log, as it would without a notebook.
@@ -77,9 +77,16 @@ class _CallSink(_Sink):
         return tail
 
     def finish(self) -> None:
-        """Send the rest and wait until the hub holds every batch (only if anything printed)."""
+        """Send the rest and wait until the hub holds every batch (only if anything printed).
+
+        In an async actor (a plain method of it) Ray refuses to block: sent, not waited for.
+        """
         import ray
 
+        from .._raystate import in_async_actor
+
+        if in_async_actor():
+            return self.finish_unwaited()
         tail = self._tail()
         if tail is None:
             return
@@ -87,6 +94,18 @@ class _CallSink(_Sink):
             ray.get(self._hub.write.remote(self._cell_id, self.sent, tail))
             self.sent += 1
         ray.get(self._hub.done.remote(self._cell_id, self.sent))
+
+    def finish_unwaited(self) -> None:
+        """:meth:`finish` without waiting for the hub: for an actor's ``__init__``, which returns
+        no value to wait for and runs in an async actor's event loop, where blocking is refused
+        (the hub takes this worker's calls in the order they were sent)."""
+        tail = self._tail()
+        if tail is None:
+            return
+        if tail:
+            self._hub.write.remote(self._cell_id, self.sent, tail)
+            self.sent += 1
+        self._hub.done.remote(self._cell_id, self.sent)
 
     async def finish_async(self) -> None:
         """:meth:`finish` for an async actor: awaits the hub instead of blocking its loop."""
@@ -103,12 +122,16 @@ class _CallSink(_Sink):
         return None if self.lost else self.send()
 
     def sync(self) -> None:
-        """Before a generator yields: the lines of its step are at the hub."""
+        """Before a generator yields: the lines of its step are at the hub (sent only, in an
+        async actor, where Ray refuses to block)."""
         ref = self._step_batch()
         if ref is not None:
             import ray
 
-            ray.get(ref)
+            from .._raystate import in_async_actor
+
+            if not in_async_actor():
+                ray.get(ref)
 
     async def sync_async(self) -> None:
         ref = self._step_batch()
@@ -346,6 +369,60 @@ def _printing(sink: _CallSink) -> Iterator[None]:
         _current.reset(token)
 
 
+class _Discard(io.TextIOBase):
+    """Where a muted run's prints go: nowhere (as a call's sink, and as ``sys.stdout``)."""
+
+    lost = False
+
+    def add(self, stream: str, text: str) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+@contextlib.contextmanager
+def muted() -> Iterator[None]:
+    """Nothing printed inside shows anywhere: Python's prints, and what C code writes to the
+    descriptors. For the optimizer's verifying run of a compiled version, whose lines the plain
+    run beside it has already printed (a call's output must not show twice).
+
+    Descriptors belong to the process: while inside, what another thread's C code writes is lost
+    too (a verifying run is one call, early in a function's life).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()  # what was printed before is not muted
+    with _descriptors.lock:
+        _descriptors._flush_c()
+        null = os.open(os.devnull, os.O_WRONLY)
+        saved = {fd: os.dup(fd) for fd, _ in _FDS}
+        for fd in saved:
+            os.dup2(null, fd)
+        os.close(null)
+    discard = _Discard()
+    token = _current.set(discard)  # type: ignore[arg-type]
+    # Routed (a notebook's call), Python's prints follow the context; otherwise they go to
+    # whatever sys.stdout is, swapped for the run (another thread's prints meanwhile too).
+    swapped = None if isinstance(sys.stdout, _Routed) else (sys.stdout, sys.stderr)
+    if swapped is not None:
+        sys.stdout = sys.stderr = discard
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        if swapped is not None:
+            sys.stdout, sys.stderr = swapped
+        with _descriptors.lock:
+            _descriptors._flush_c()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
 def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: dict) -> Any:
     """Run ``fn(*args, **kwargs)`` with its prints sent to the hub ``hub_name``.
 
@@ -360,6 +437,16 @@ def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: di
             return fn(*args, **kwargs)
     finally:
         sink.finish()
+
+
+def _init_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: dict) -> None:
+    """An actor's ``__init__`` with its prints sent to the hub, never blocking on it."""
+    sink = _CallSink(hub_name)
+    try:
+        with _printing(sink):
+            fn(*args, **kwargs)
+    finally:
+        sink.finish_unwaited()
 
 
 async def _awaited_printing(fn: Callable[..., Any], hub_name: str, args: tuple,
@@ -440,6 +527,12 @@ def _wrapped(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
             return await _awaited_printing(fn, hub_name, args, kwargs)
 
         run = coro
+    elif fn.__name__ == "__init__":
+
+        def init(*args: Any, **kwargs: Any) -> None:
+            _init_printing(fn, hub_name, args, kwargs)
+
+        run = init
     else:
 
         def plain(*args: Any, **kwargs: Any) -> Any:
@@ -455,7 +548,7 @@ def wrap(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
 
 
 def wrap_class(cls: type, hub_name: str) -> type:
-    """``cls`` as an actor class whose methods send their prints to the hub.
+    """``cls`` as an actor class whose methods (and ``__init__``) send their prints to the hub.
 
     A subclass named as ``cls``: the actor's state and methods are the class's own. Coroutine
     and generator methods keep their kind (Ray runs an actor with a coroutine method as an async
@@ -466,7 +559,10 @@ def wrap_class(cls: type, hub_name: str) -> type:
     namespace: dict[str, Any] = {}
     for klass in reversed(cls.__mro__[:-1]):
         for name, member in vars(klass).items():
-            if name.startswith("__") or not isinstance(member, types.FunctionType):
+            if not isinstance(member, types.FunctionType):
+                continue
+            # __init__ runs as the actor's creation task: its prints go under the creating cell.
+            if name.startswith("__") and name != "__init__":
                 continue
             namespace[name] = _wrapped(member, hub_name)
     wrapped = type(cls.__name__, (cls,), namespace)

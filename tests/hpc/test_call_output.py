@@ -256,6 +256,7 @@ def test_generator_tasks_and_methods_print_under_the_calling_cell(kernel: Kernel
     # Ray's streaming generators: a generator task, a generator method, an async one.
     cell = kernel.run(
         """
+        import asyncio
         @eugo.hpc.distribute
         def count(n):
             for i in range(n):
@@ -345,3 +346,71 @@ def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_print
     cell = kernel.run("print('again', eugo.hpc.get(talk('after the shutdown')))")
     assert "again 1" in kernel.stream(cell), kernel.stream(cell)
     assert kernel.until(lambda: "[talk] after the shutdown 0" in kernel.under(cell))
+
+
+def test_an_actors_init_prints_under_the_cell_that_created_it(kernel: Kernel) -> None:
+    cell = kernel.run(
+        """
+        @eugo.hpc.distribute
+        class Loud:
+            def __init__(self, name):
+                print('created', name)
+                self.name = name
+            def hi(self):
+                return self.name
+        loud = Loud('first')
+        eugo.hpc.get(loud.hi())
+        """
+    )
+    later = kernel.run("time.sleep(0.5)")
+    assert kernel.until(lambda: "[Loud] created first" in kernel.under(cell))
+    assert "created" not in kernel.under(later) and "pid=" not in kernel.under(cell)
+
+
+def test_calls_with_optimize_print_under_the_calling_cell_once(kernel: Kernel) -> None:
+    cell = kernel.run(
+        """
+        @eugo.hpc.distribute(optimize=True)
+        def shout(n):
+            print('optimized', n)
+            return n + 1
+        [eugo.hpc.get(shout(k)) for k in range(3)]
+        """
+    )
+    assert kernel.until(lambda: "[shout] optimized 2" in kernel.under(cell))
+    shown = kernel.under(cell)
+    # Verifying runs the compiled version beside Python: its prints must not show twice.
+    assert [shown.count(f"[shout] optimized {k}") for k in range(3)] == [1, 1, 1], shown
+
+
+def test_an_async_actors_plain_methods_print_without_blocking_its_loop(kernel: Kernel) -> None:
+    """Ray refuses a blocking ``ray.get`` in an async actor (it warns, and the loop would
+    stall): its ``__init__``, plain and generator methods hand their lines over unwaited."""
+    cell = kernel.run(
+        """
+        import asyncio
+        @eugo.hpc.distribute
+        class Mixed:
+            def __init__(self):
+                print('mixed ready')
+            def plain(self, x):
+                print('plain', x)
+                return x
+            def gen(self, n):
+                for i in range(n):
+                    print('gen', i)
+                    yield i
+            async def tick(self):
+                await asyncio.sleep(0)
+                return 'tick'
+        mixed = Mixed()
+        print(eugo.hpc.get(mixed.plain(7)), [eugo.hpc.get(r) for r in mixed.gen(2)],
+              eugo.hpc.get(mixed.tick()))
+        """
+    )
+    assert "7 [0, 1] tick" in kernel.stream(cell)
+    after = kernel.run("time.sleep(1)")  # Ray's warning, if any, arrives through its stream
+    assert kernel.until(lambda: "[Mixed.gen] gen 1" in kernel.under(cell))
+    shown = kernel.under(cell) + kernel.under(after)
+    assert "[Mixed] mixed ready" in shown and "[Mixed.plain] plain 7" in shown, shown
+    assert "blocking ray.get" not in shown, shown

@@ -398,3 +398,18 @@ def test_an_error_in_compiled_code_that_changes_its_arguments_is_raised_not_reru
         fn(m)
     assert "was not rerun in Python" in "".join(raised.value.__notes__)
     np.testing.assert_array_equal(m[:2], np.full((2, 3), 1 / 3))  # once, not twice
+
+
+def test_what_a_call_prints_is_printed_once_while_it_is_verified(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Verifying runs the compiled version beside Python: only Python's lines are the call's."""
+    nb = Notebook()
+    nb.cell("def loud(n):\n    print('step', n)\n    return n * 2\n")
+    fn = Optimized(nb["loud"], force=True)
+    for n in range(4):
+        assert fn(n) == n * 2
+    assert fn(2.5) == 5.0  # new argument types: checked against Python once more
+    assert fn.entry().state == "compiled", fn.entry().reason
+    printed = capfd.readouterr().out.splitlines()
+    assert printed == ["step 0", "step 1", "step 2", "step 3", "step 2.5"], printed

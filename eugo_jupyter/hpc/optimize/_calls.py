@@ -33,9 +33,14 @@ def _task_function(optimized: Optimized) -> Callable[..., Any]:
     return task
 
 
-def for_task(fn: Any, mode: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], Any]:
-    """``(function to submit, its Ray handle with options)`` for an optimized task call."""
+def for_task(
+    fn: Any, mode: Any, options: Mapping[str, Any], label: str
+) -> tuple[Callable[..., Any], Any]:
+    """``(function to submit, its Ray handle with options)`` for an optimized task call; in a
+    notebook its prints go under the calling cell, named ``label``, as a plain call's do."""
     import ray
+
+    from .. import _output
 
     cands = _candidates.find(fn)
     key = cands.key() if cands is not None else ""
@@ -49,7 +54,7 @@ def for_task(fn: Any, mode: Any, options: Mapping[str, Any]) -> tuple[Callable[.
     options_key = repr(sorted(options.items()))
     remote = remotes.get(options_key)
     if remote is None:
-        base = ray.remote(task)
+        base = ray.remote(_output.prepare(task, label))
         remote = remotes[options_key] = base.options(**options) if options else base
     return task, remote
 

@@ -37,6 +37,7 @@ import types
 import warnings
 from typing import Any
 
+from .._printed import muted
 from . import _candidates, _compile, _decide, _explain, _nodecache, _state, _threads, _verify
 
 __all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
@@ -231,7 +232,8 @@ class Entry:
             self.offload = f"GPU offload not tried: {why}"
             self.notes.append(self.offload)
             return False
-        found = _offload.trial(self.fn, bound, xp)
+        with muted():  # two more runs of the function: the call printed its lines already
+            found = _offload.trial(self.fn, bound, xp)
         self.offload = found.text
         self.notes.append(found.text)
         if not found.kept:
@@ -276,7 +278,8 @@ class Entry:
         loads = compiled.loads()
         began = time.perf_counter()
         try:
-            result = compiled.dispatcher(*trial)
+            with muted():  # the plain run beside it printed the call's lines already
+                result = compiled.dispatcher(*trial)
         except Exception as exc:  # noqa: BLE001 - compiled raised where Python did not
             assert self.cands is not None
             explained = _explain.explain_error(self.cands, exc)
@@ -412,7 +415,8 @@ class Entry:
         plain = self.fn(*args, **kwargs)
         try:
             type(dispatcher)._compile_for_args(dispatcher, *trial, **kwargs)
-            result = dispatcher(*trial, **kwargs)
+            with muted():  # the plain run printed the call's lines already
+                result = dispatcher(*trial, **kwargs)
         except Exception as exc:  # noqa: BLE001 - it cannot take these: Python's answer
             self._fell_back(exc)
             self.python_fallbacks += 1
