@@ -141,6 +141,54 @@ def test_there_is_no_import_cycle() -> None:
     assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+#: The one module that uses Ray's private APIs: when Ray renames one, this is the file to fix.
+RAY_PRIVATE_OWNER = "eugo_jupyter._raystate"
+
+
+def _ray_private_uses(path: Path) -> list[str]:
+    """Where a file names a private Ray module: imports (``ray._private``, ``ray._raylet``...),
+    ``import_module`` strings and names such as a private module's logger."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        private = [n for n in names if n.startswith("ray._") or n.startswith("ray.") and "._" in n]
+        if private:  # once per statement or string
+            found.append(f"{path.name}:{node.lineno} {private[-1]}")  # type: ignore[attr-defined]
+    return found
+
+
+def test_the_private_ray_scan_sees_private_names(tmp_path: Path) -> None:
+    # A guard for the guard: each way of naming a private module is seen.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import logging\n"
+        "from ray._private import ray_logging\n"
+        "from ray import _raylet\n"
+        "logging.getLogger('ray._private.authentication.authentication_token_setup')\n"
+    )
+    assert len(_ray_private_uses(source)) == 3
+
+
+def test_only_one_module_uses_rays_private_apis() -> None:
+    offenders = [
+        use
+        for name, path in MODULES.items()
+        if name != RAY_PRIVATE_OWNER
+        for use in _ray_private_uses(path)
+    ]
+    assert offenders == [], (
+        f"Ray's private APIs belong in {RAY_PRIVATE_OWNER}; add a function there:\n"
+        + "\n".join(offenders)
+    )
+    assert _ray_private_uses(MODULES[RAY_PRIVATE_OWNER]) != []  # the owner is where we look
+
+
 def test_leaf_modules_import_nothing_above_them() -> None:
     # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
     assert GRAPH["eugo_jupyter.exceptions"] == set()
