@@ -189,6 +189,36 @@ def test_only_one_module_uses_rays_private_apis() -> None:
     assert _ray_private_uses(MODULES[RAY_PRIVATE_OWNER]) != []  # the owner is where we look
 
 
+#: The one reader of ``/proc`` (processes, their command lines, sockets, sessions); and the
+#: one exception: a Ray worker finding the file behind its own stdout (``/proc/self/fd``),
+#: in hpc, which may not import the server's modules.
+PROC_OWNER = PACKAGE / "server" / "backends" / "processes.py"
+PROC_SELF = PACKAGE / "hpc" / "_printed.py"
+
+
+def _proc_paths(path: Path) -> list[str]:
+    """Where a file spells a ``/proc`` path (a string, or the start of an f-string)."""
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("/proc")
+    ]
+
+
+def test_only_processes_reads_proc_and_the_tests_call_it() -> None:
+    sources = [*MODULES.values(), *Path(__file__).parent.rglob("*.py")]
+    offenders = [
+        where for path in sources if path not in (PROC_OWNER, PROC_SELF, Path(__file__))
+        for where in _proc_paths(path)
+    ]  # fmt: skip
+    assert offenders == [], (
+        "read /proc through eugo_jupyter.server.backends.processes:\n" + "\n".join(offenders)
+    )
+    assert _proc_paths(PROC_OWNER) != []  # a guard for the guard: the owner is seen
+
+
 def test_leaf_modules_import_nothing_above_them() -> None:
     # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
     assert GRAPH["eugo_jupyter.exceptions"] == set()
