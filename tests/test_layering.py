@@ -219,6 +219,29 @@ def test_only_processes_reads_proc_and_the_tests_call_it() -> None:
     assert _proc_paths(PROC_OWNER) != []  # a guard for the guard: the owner is seen
 
 
+#: The one place that asks "does something answer at host:port?" (``tcp_answer``, ``reachable``).
+TCP_OWNER = PACKAGE / "_rayaddress.py"
+
+
+def _tcp_connects(path: Path) -> list[str]:
+    """Where a file opens a TCP connection itself (``connect``, ``connect_ex``,
+    ``create_connection``)."""
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("connect", "connect_ex", "create_connection")
+    ]
+
+
+def test_only_rayaddress_asks_whether_a_port_answers() -> None:
+    sources = [*MODULES.values(), *Path(__file__).parent.rglob("*.py")]
+    offenders = [where for path in sources if path != TCP_OWNER for where in _tcp_connects(path)]
+    assert offenders == [], "use eugo_jupyter._rayaddress.tcp_answer:\n" + "\n".join(offenders)
+    assert _tcp_connects(TCP_OWNER) != []  # a guard for the guard: the owner is seen
+
+
 def test_leaf_modules_import_nothing_above_them() -> None:
     # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
     assert GRAPH["eugo_jupyter.exceptions"] == set()
