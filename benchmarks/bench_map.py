@@ -11,6 +11,12 @@ One run, ratios in the same run, a printed table. Usage: python benchmarks/bench
    the ideal, the serial time divided by the slots (target within 1.3 times).
 3. 200 items of about 20 ms of CPU work: speedup over the plain loop on 2 CPUs, with a warm
    Pool.map on the same items as the machine's own yardstick.
+4. Where map's function and ``shared=`` travel: inside each task (up to 64 KiB pickled, so that
+   a node announced dead cannot take the kernel down with an object of it; see the reliability
+   guide) against the object store once, as before. Same run, taking turns, medians of 5: auto
+   batches of 10 µs items, and the worst case, 2,000 tasks of five 10 µs items with no
+   ``shared=`` and with 50 KB of it. ``python benchmarks/bench_map.py payload`` runs this part
+   alone.
 """
 
 from __future__ import annotations
@@ -72,12 +78,51 @@ def timed(label: str, fn, rows: list) -> float:  # type: ignore[no-untyped-def]
     return seconds
 
 
+def payload_inline_vs_store() -> None:
+    """Section 4: Engine.store as it is (inline when small) against putting it in the store."""
+    from eugo_jupyter.hpc import _batching
+
+    inline = _batching.Engine.store
+
+    def through_store(self, value, fn=None, shared=None):  # type: ignore[no-untyped-def]
+        return [ray.put(value)]
+
+    cases = (
+        ("100,000 x ~10 µs, auto batches", None, 100_000, "auto"),
+        ("2,000 tasks of 5 x ~10 µs, no shared=", None, 10_000, 5),
+        ("2,000 tasks of 5 x ~10 µs, 50 KB shared=", {"blob": b"x" * 50_000}, 10_000, 5),
+    )
+    print(f"\nwhere the function and shared= travel (medians of {REPEATS}, taking turns)")
+    print(f"{'case':48} {'store s':>9} {'inline s':>9} {'inline/store':>13}")
+    for label, shared, n, batch in cases:
+        runs: dict[str, list[float]] = {"store": [], "inline": []}
+        for _ in range(REPEATS):
+            for name, store in (("store", through_store), ("inline", inline)):
+                _batching.Engine.store = store  # type: ignore[method-assign]
+                began = time.perf_counter()
+                eugo.hpc.map(tiny_shared, range(n), shared=shared, batch_size=batch)
+                runs[name].append(time.perf_counter() - began)
+        _batching.Engine.store = inline  # type: ignore[method-assign]
+        stored, inlined = statistics.median(runs["store"]), statistics.median(runs["inline"])
+        print(f"{label:48} {stored:9.3f} {inlined:9.3f} {inlined / stored:13.2f}")
+
+
+def tiny_shared(x: int, **shared: object) -> int:
+    return tiny(x)
+
+
 def main() -> None:
     cpus = 2
     load = os.getloadavg()
     # No dashboard: nothing here reads it, and it is most of what a start costs on a busy machine.
     eugo.hpc.init(num_cpus=cpus, include_dashboard=False)
     eugo.hpc.map(tiny, range(1000))  # workers up and the function cached, as in a warm session
+    if sys.argv[1:] == ["payload"]:
+        print(f"load average before the run: {load[0]:.1f} (1 min) on {os.cpu_count()} cores")
+        payload_inline_vs_store()
+        print(f"load average after the run: {os.getloadavg()[0]:.1f}")
+        eugo.hpc.shutdown()
+        return
     n = 100_000
     items = list(range(n))
     rows: list[tuple[str, float]] = []
@@ -160,6 +205,7 @@ def main() -> None:
     print(f"map vs plain loop (20 ms):    {loop2 / map2:.2f}x speedup (target >= 1.8)")
     print(f"Pool vs plain loop (20 ms):   {loop2 / pool2:.2f}x speedup (the machine's yardstick)")
     print(f"map (0.1 ms) vs ideal:        {map3 / ideal3:.2f}x the ideal (target <= 1.3)")
+    payload_inline_vs_store()
     eugo.hpc.shutdown()
 
 

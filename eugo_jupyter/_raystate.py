@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "TOKEN_NOTICE_LOGGER",
     "NodeFacts",
     "Snapshot",
     "dashboard_auth_headers",
     "enable_token_auth",
     "has_live_driver",
-    "keep_repeated_log_lines",
+    "keep_every_log_line",
     "new_token",
     "published_dashboard",
     "snapshot",
@@ -116,9 +117,13 @@ def enable_token_auth() -> None:
         quiet.setLevel(level)
 
 
-def keep_repeated_log_lines() -> None:
-    """Stop this driver folding worker lines that several workers print alike (Ray's
-    ``RAY_DEDUP_LOGS``, read once when Ray is imported): a notebook shows every line."""
+#: The logger that says "Token authentication is enabled" at each connection (a private module).
+TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def keep_every_log_line() -> None:
+    """Ray's log stream in this process no longer folds repeated lines ("[repeated 5x across
+    cluster]"): a notebook shows every line. A Ray without that switch is left as it is."""
     try:
         from ray._private import ray_logging
 

@@ -141,6 +141,104 @@ def test_there_is_no_import_cycle() -> None:
     assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+#: The one module that uses Ray's private APIs: when Ray renames one, this is the file to fix.
+RAY_PRIVATE_OWNER = "eugo_jupyter._raystate"
+
+
+def _ray_private_uses(path: Path) -> list[str]:
+    """Where a file names a private Ray module: imports (``ray._private``, ``ray._raylet``...),
+    ``import_module`` strings and names such as a private module's logger."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        private = [n for n in names if n.startswith("ray._") or n.startswith("ray.") and "._" in n]
+        if private:  # once per statement or string
+            found.append(f"{path.name}:{node.lineno} {private[-1]}")  # type: ignore[attr-defined]
+    return found
+
+
+def test_the_private_ray_scan_sees_private_names(tmp_path: Path) -> None:
+    # A guard for the guard: each way of naming a private module is seen.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import logging\n"
+        "from ray._private import ray_logging\n"
+        "from ray import _raylet\n"
+        "logging.getLogger('ray._private.authentication.authentication_token_setup')\n"
+    )
+    assert len(_ray_private_uses(source)) == 3
+
+
+def test_only_one_module_uses_rays_private_apis() -> None:
+    offenders = [
+        use
+        for name, path in MODULES.items()
+        if name != RAY_PRIVATE_OWNER
+        for use in _ray_private_uses(path)
+    ]
+    assert offenders == [], (
+        f"Ray's private APIs belong in {RAY_PRIVATE_OWNER}; add a function there:\n"
+        + "\n".join(offenders)
+    )
+    assert _ray_private_uses(MODULES[RAY_PRIVATE_OWNER]) != []  # the owner is where we look
+
+
+#: The one reader of ``/proc`` (processes, their command lines, descriptors, sockets, sessions).
+PROC_OWNER = PACKAGE / "server" / "backends" / "processes.py"
+
+
+def _proc_paths(path: Path) -> list[str]:
+    """Where a file spells a ``/proc`` path (a string, or the start of an f-string)."""
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("/proc")
+    ]
+
+
+def test_only_processes_reads_proc_and_the_tests_call_it() -> None:
+    sources = [*MODULES.values(), *Path(__file__).parent.rglob("*.py")]
+    offenders = [
+        where for path in sources if path not in (PROC_OWNER, Path(__file__))
+        for where in _proc_paths(path)
+    ]  # fmt: skip
+    assert offenders == [], (
+        "read /proc through eugo_jupyter.server.backends.processes:\n" + "\n".join(offenders)
+    )
+    assert _proc_paths(PROC_OWNER) != []  # a guard for the guard: the owner is seen
+
+
+#: The one place that asks "does something answer at host:port?" (``tcp_answer``, ``reachable``).
+TCP_OWNER = PACKAGE / "_rayaddress.py"
+
+
+def _tcp_connects(path: Path) -> list[str]:
+    """Where a file opens a TCP connection itself (``connect``, ``connect_ex``,
+    ``create_connection``)."""
+    return [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("connect", "connect_ex", "create_connection")
+    ]
+
+
+def test_only_rayaddress_asks_whether_a_port_answers() -> None:
+    sources = [*MODULES.values(), *Path(__file__).parent.rglob("*.py")]
+    offenders = [where for path in sources if path != TCP_OWNER for where in _tcp_connects(path)]
+    assert offenders == [], "use eugo_jupyter._rayaddress.tcp_answer:\n" + "\n".join(offenders)
+    assert _tcp_connects(TCP_OWNER) != []  # a guard for the guard: the owner is seen
+
+
 def test_leaf_modules_import_nothing_above_them() -> None:
     # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
     assert GRAPH["eugo_jupyter.exceptions"] == set()

@@ -3,8 +3,9 @@
 A *unit* is what one task runs: a batch of items for ``map``, one partition for the ``.eugo``
 accessors. The engine owns what both need and nothing else:
 
-- the function and its ``shared=`` keyword arguments go into the object store once
-  (:meth:`Engine.payload`), and each worker process deserializes them once (:func:`fetch`);
+- the function and its ``shared=`` keyword arguments travel once per call (:meth:`Engine.store`:
+  inside each task when small, else in the object store), and each worker process
+  deserializes them once (:func:`fetch`);
 - units are submitted as Ray tasks through the same path as any call (a running
   ``eugo.hpc.profile()`` records each of them, and ``waiting()`` / ``get`` diagnoses name them);
 - a bounded number of units is in flight, so a lazy input is read only as fast as the cluster
@@ -17,6 +18,14 @@ accessors. The engine owns what both need and nothing else:
   the task while its reply is on the way, with any ``force``/``recursive``), which in a
   notebook is a dead kernel. A progress bar appears in a notebook once a run passes 2 s.
 
+Why small values travel inside the tasks: an object this process put into the store is owned
+by it and pinned on its own node. When the head announces that node dead (a ``ray stop``, a
+node whose agent failed, a cluster killed process by process), Ray 2.60 writes an error
+object for each such object still in use into that node's store, which is gone with the node,
+and its plasma client then ends the whole process (``connection.cc: The connection to the
+plasma store is failed. Terminate the process``): a dead kernel before ``ClusterError`` could
+be said. A function and its ``shared=`` below :data:`INLINE_BYTES` leave nothing in the store.
+
 *Which* units to run is the caller's business (a :class:`Planner`): ``map`` sizes batches as it
 goes from the measured per-item time, the accessors plan partitions from a timed sample.
 
@@ -27,6 +36,7 @@ goes from the measured per-item time, the accessors plan partitions from a timed
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 import traceback
@@ -44,6 +54,9 @@ __all__ = ["Engine", "Failure", "Planner", "Unit", "fetch", "slots", "unit_work"
 #: Units per slot kept in flight (submitted but not collected): enough that a worker finishing
 #: one finds the next already queued on its node.
 IN_FLIGHT_PER_SLOT = 3
+#: Pickled bytes up to which a value travels inside each task instead of the object store
+#: (below Ray's own 100 KiB inline limit, above which Ray would put it in the store itself).
+INLINE_BYTES = 64 * 1024
 
 # Worker side: recently used payloads and data frames, deserialized once per worker process.
 # Two entries: the current call plus the one before it (a notebook rarely interleaves more).
@@ -52,17 +65,21 @@ _CACHE_SIZE = 2
 
 
 def fetch(box: list[Any]) -> Any:
-    """Worker side: the object behind ``box[0]`` (an ``ObjectRef``), deserialized once per process.
+    """Worker side: the value a box carries (see :meth:`Engine.store`), deserialized once per
+    process.
 
-    The ref travels inside a list so that Ray passes the ref itself instead of resolving it
-    for every task: large frames and functions are then read once per worker, not per unit.
+    A box is ``[ref]``, a value in the object store (the ref travels inside a list so that Ray
+    passes the ref itself instead of resolving it for every task), or ``[key, pickled]``, a
+    small value inside the task. Either way large frames and functions are read once per
+    worker, not per unit.
     """
     import ray
 
-    key = box[0].binary()
+    inline = len(box) == 2
+    key = box[0] if inline else box[0].binary()
     hit = _cache.get(key)
     if hit is None:
-        hit = ray.get(box[0])
+        hit = pickle.loads(box[1]) if inline else ray.get(box[0])
         _cache[key] = hit
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
@@ -236,9 +253,19 @@ class Engine:
     def store(
         self, value: Any, fn: Any = None, shared: Mapping[str, Any] | None = None
     ) -> list[Any]:
-        """Put ``value`` into the object store once; returns the box that tasks carry."""
+        """The box that tasks carry to reach ``value`` (:func:`fetch` opens it): the value
+        pickled when it takes at most :data:`INLINE_BYTES`, else put into the object store once.
+
+        A small value then leaves nothing in the store that a dying node could take this
+        process down with (see the module's docstring).
+        """
         import ray
 
+        from ._serialized import inline_bytes
+
+        pickled = inline_bytes(value, INLINE_BYTES)
+        if pickled is not None:
+            return [os.urandom(16), pickled]  # the key: this call's, for the workers' cache
         try:
             return [ray.put(value)]
         except Exception as exc:

@@ -30,7 +30,14 @@ from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order, slot
 from ._options import optimize_mode, request_of, resolve_options
 from ._serialized import pickle_problem
 
-__all__ = ["IN_FLIGHT_PER_SLOT", "auto_batch_size", "batch_target", "final_batch_size", "map"]
+__all__ = [
+    "IN_FLIGHT_PER_SLOT",
+    "auto_batch_size",
+    "batch_target",
+    "check_batch_size",
+    "final_batch_size",
+    "map",
+]
 
 R = TypeVar("R")
 
@@ -85,6 +92,23 @@ def final_batch_size(size: int, per_item: float, remaining: int, slots: int) -> 
     """
     floor = max(1, int(TARGET_S / max(per_item, 1e-7)))
     return min(size, max(floor, math.ceil(remaining / (2 * max(1, slots)))))
+
+
+def check_batch_size(batch_size: Any) -> None:
+    """Raise OptionsError unless ``batch_size`` is ``"auto"`` or a whole number, 1 or more
+    (``map``'s rule, which ``readiness`` replays).
+
+    >>> check_batch_size(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    eugo_jupyter.exceptions.OptionsError: batch_size=0 is not allowed: use "auto" or a whole ...
+    """
+    if batch_size != "auto" and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise OptionsError(
+            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
+        )
 
 
 _repr = reprlib.Repr()
@@ -261,12 +285,7 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     >>> eugo.hpc.map(score, rows, shared={"model": model}, num_cpus=2)   # doctest: +SKIP
     """
     plain, label, opts = _unwrap(fn, options)
-    if batch_size != "auto" and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-    ):
-        raise OptionsError(
-            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
-        )
+    check_batch_size(batch_size)
     if shared is not None and not isinstance(shared, Mapping):
         raise TypeError(
             "shared= takes a dict of keyword arguments passed to every call, such as "

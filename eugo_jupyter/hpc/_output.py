@@ -350,24 +350,21 @@ class _NoTokenNotice:
         return not str(record.getMessage()).startswith("Token authentication is enabled")
 
 
-_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
-
-
 def quiet_startup() -> None:
     """In a notebook, keep Ray's start-up lines a user cannot act on out of the first cell."""
     import logging
 
+    from .. import _raystate
+
     if _router() is None:
         return
-    logger = logging.getLogger(_TOKEN_LOGGER)
+    logger = logging.getLogger(_raystate.TOKEN_NOTICE_LOGGER)
     if not any(isinstance(f, _NoTokenNotice) for f in logger.filters):
         logger.addFilter(_NoTokenNotice())
     if "RAY_DEDUP_LOGS" not in os.environ:
-        # What still comes through Ray's own stream (an actor's __init__, lines past the
-        # routed ones' caps) is not folded either: a notebook shows every line.
-        from .._raystate import keep_repeated_log_lines
-
-        keep_repeated_log_lines()
+        # What still comes through Ray's own stream (lines past the routed ones' caps, a
+        # script's calls) is not folded either: a notebook shows every line.
+        _raystate.keep_every_log_line()
 
 
 def prepare_class(cls: type, label: str) -> type:

@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["captured_sizes", "function_size", "pickle_problem", "pickled_size"]
+__all__ = ["captured_sizes", "function_size", "inline_bytes", "pickle_problem", "pickled_size"]
 
 #: What a future or actor handle inside an argument costs: Ray sends its id, not its value.
 REF_BYTES = 64
@@ -81,6 +81,55 @@ def pickled_size(value: Any) -> int:
     pickler.refs = 0
     pickler.dump(value)
     return sink.n + REF_BYTES * pickler.refs
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Bounded:
+    """A write-only file that keeps what is written, and gives up past ``limit`` bytes."""
+
+    __slots__ = ("limit", "n", "parts")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.n = 0
+        self.parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.n += size
+        if self.n > self.limit:
+            raise _TooBig
+        self.parts.append(bytes(data))
+        return size
+
+
+def inline_bytes(value: Any, limit: int) -> bytes | None:
+    """``value`` pickled, to travel inside each task that needs it; None when it is larger than
+    ``limit`` bytes, holds a future or an actor handle (those need Ray's own serialization), or
+    cannot be pickled: such a value goes through the object store instead.
+
+    Pickling stops at ``limit``: a large value is never copied whole to find out.
+
+    >>> import pickle
+    >>> pickle.loads(inline_bytes({"rows": [1, 2]}, 1000))
+    {'rows': [1, 2]}
+    >>> inline_bytes(b"x" * 5000, 1000) is None
+    True
+    """
+    global _PICKLER
+    if _PICKLER is None:
+        _PICKLER = _pickler_class()
+    sink = _Bounded(limit)
+    pickler = _PICKLER(sink, protocol=5)
+    pickler.refs = 0
+    try:
+        pickler.dump(value)
+    except Exception:  # noqa: BLE001 - too big, or not picklable: the object store's business
+        return None
+    return None if pickler.refs else b"".join(sink.parts)
 
 
 def pickle_problem(value: Any) -> str | None:

@@ -35,6 +35,12 @@ __all__ = [
 STEP = 1.0
 #: Consecutive unanswered probes (while the port still accepts) before a head counts as hung.
 HUNG_AFTER = 3
+#: Why a cluster whose head still answers is gone for this kernel: Ray said the node on this
+#: machine died (``LocalRayletDiedError``). A driver reaches the cluster only through that node
+#: and never through another one, so nothing more can run from this process.
+LOCAL_NODE_DIED = (
+    "the Ray node on this machine, through which this kernel reaches the cluster, stopped"
+)
 
 _unanswered = 0
 
@@ -111,12 +117,18 @@ def release(address: str, reason: str) -> ClusterError:
     )
 
 
-def raise_if_gone(address: str | None) -> None:
-    """Raise the ClusterError of :func:`release` if the cluster at ``address`` is gone."""
-    if address is not None:
-        reason = gone(address)
-        if reason is not None:
-            raise release(address, reason) from None
+def raise_if_gone(address: str | None, error: BaseException | None = None) -> None:
+    """Raise the ClusterError of :func:`release` if the cluster at ``address`` is gone, or if
+    ``error`` (what Ray raised) says that the node on this machine died."""
+    if address is None:
+        return
+    from ray.exceptions import LocalRayletDiedError
+
+    reason = gone(address)
+    if reason is None and isinstance(error, LocalRayletDiedError):
+        reason = LOCAL_NODE_DIED
+    if reason is not None:
+        raise release(address, reason) from None
 
 
 class Watch:
@@ -157,7 +169,7 @@ def get_watching(target: Any, timeout: float | None = None) -> Any:
                 raise
         except RayTaskError:
             raise  # the user's own exception, from a task that ran
-        except RayError:
-            raise_if_gone(address)  # a lost node or object because the cluster died?
+        except RayError as exc:
+            raise_if_gone(address, exc)  # a lost node or object because the cluster died?
             raise
         raise_if_gone(address)

@@ -150,16 +150,7 @@ def _kill(kernel: subprocess.Popen[str]) -> None:
         kernel.wait()
 
 
-#: Killed during ``map``, the kernel process sometimes ends (exit 1, a few ms after Ray's own
-#: "Attempting to recover 1 lost objects by resubmitting their tasks") before eugo says
-#: ClusterError: 2 runs in 10 on a loaded machine since map stopped cancelling its in-flight
-#: units (0 in 6 before). Marked, not strict, until that path is made reliable (issue 27).
-_MAP_RACE = pytest.mark.xfail(
-    strict=False, reason="a kernel killed mid-map can end before ClusterError (issue 27)"
-)
-
-
-@pytest.mark.parametrize("waits_in", ["get", pytest.param("map", marks=_MAP_RACE), "distribute"])
+@pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
 def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
     cluster: local.Launched, tmp_path: Path, waits_in: str
 ) -> None:
@@ -175,6 +166,74 @@ def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
         error = _line(kernel, "ERROR")
         assert f"The cluster at {cluster.gcs_address} is gone" in error
         assert "its head stopped accepting connections" in error
+        assert "This kernel is still running" in error
+        assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
+        _finish(kernel)
+    finally:
+        _kill(kernel)
+
+
+def _driver_heard(temp_dir: str, pid: int, line: str) -> bool:
+    """Whether the kernel's own Ray log (its core driver log, in the cluster's folder) has
+    ``line``."""
+    return any(
+        line in log.read_text(errors="replace")
+        for log in Path(temp_dir).glob(f"**/logs/python-core-driver-*_{pid}.log")
+    )
+
+
+@pytest.fixture
+def head_and_worker() -> Iterator[local.Launched]:
+    """A head that runs nothing (no CPU) and a worker node: the kernel attaches to the head's
+    node (Ray prefers the head on its machine), its tasks run on the other one."""
+    started = local.launch(
+        ray_start.NodeSpec(num_cpus=0),
+        [ray_start.NodeSpec(num_cpus=1)],
+        expected_dir(f"c-g{secrets.token_hex(4)}"),
+    )
+    yield started
+    processes.stop(started.pgids, started.temp_dir)
+
+
+def test_the_kernels_node_announced_dead_before_the_head_goes_never_ends_the_kernel(
+    head_and_worker: local.Launched, tmp_path: Path
+) -> None:
+    """The order that ended kernels now and then, made certain: the kernel's node goes first
+    and the head, still up, announces it dead; then the head goes too.
+
+    As when that node's dashboard agent fails (its raylet fate-shares and says goodbye to the
+    head) or ``ray stop`` ends the raylet before the head. Ray 2.60 then ends a driver that
+    owns an object in that node's store, from a thread of its own (its plasma client exits the
+    process, exit 1): map must keep its payload out of the store. The map's task runs on the
+    other node, so the kernel is still waiting in map when its Ray hears the news.
+    """
+    cluster = head_and_worker
+    marker = tmp_path / "running"
+    kernel = _kernel(cluster.gcs_address, marker, tmp_path, "map")
+    try:
+        assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
+        _wait_for(marker)
+        head = processes.descendants(set(processes.group_members(cluster.pgids[0])))
+        for pid in head:
+            if "dashboard/agent.py" in processes.cmdline(pid):
+                os.kill(pid, signal.SIGKILL)  # the head's raylet fate-shares with its agent
+        deadline = time.monotonic() + DEADLINE
+        # The kernel's Ray hears it from the head ("Node failure. All objects pinned on that
+        # node will be lost"): what it does with its objects then is what this test is about.
+        while not _driver_heard(cluster.temp_dir, kernel.pid, "Node failure"):
+            assert kernel.poll() is None, _line(kernel, "ERROR")  # says how it ended
+            assert time.monotonic() < deadline, "the kernel's Ray never heard of the node"
+            time.sleep(0.2)
+        for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        error = _line(kernel, "ERROR")
+        assert f"The cluster at {cluster.gcs_address} is gone" in error
+        # Said while the head still answered (the node is what died), or after it went too.
+        assert (
+            "the Ray node on this machine, through which this kernel reaches the" in error
+            or "its head stopped accepting connections" in error
+        ), error
         assert "This kernel is still running" in error
         assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
         _finish(kernel)

@@ -1,11 +1,15 @@
-"""A failed batch, partition or cell never aborts the driver (issue 27's dead kernel).
+"""A failed, interrupted or timed-out batch, partition or cell never aborts the driver (issue 27's
+dead kernel).
 
 Ray 2.60's ``ray.cancel`` of a task that completes at that moment aborts the whole process
 (``task_manager.cc: Check failed: it != submissible_tasks_.end() Tried to complete task that
 was not pending``), whatever ``force`` and ``recursive`` say. ``map`` and the accessors used to
 cancel the siblings of a failed unit, most of which were finishing: in a loop the driver died
-within a few dozen rounds. Each stress runs in a child process, so that an abort fails the test
-instead of ending pytest, on one node and on two. Bounded by rounds, not by time.
+within a few dozen rounds. A Ctrl-C (here ``_thread.interrupt_main``) of a map or an accessor
+lets its units go the same way; a cell's timeout or Ctrl-C cancels its task only while it still
+runs, and the rounds end their cells about when the cancel comes. Each stress runs in a child
+process, so that an abort fails the test instead of ending pytest, on one node and on two.
+Bounded by rounds, not by time.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ import pytest
 
 STRESS = textwrap.dedent(
     """
+    import _thread
+    import random
     import sys
+    import threading
+    import time
+
     import pandas as pd
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -67,6 +76,39 @@ STRESS = textwrap.dedent(
                 pass
             else:
                 raise AssertionError("the failing partition did not fail the call")
+    def nap(x):
+        time.sleep(0.01)
+        return x
+
+    def interrupted(call, after):  # Ctrl-C `after` seconds into `call`: True if it stopped it
+        lock, running = threading.Lock(), [True]
+
+        def press():
+            with lock:
+                if running[0]:
+                    _thread.interrupt_main()
+
+        timer = threading.Timer(after, press)
+        timer.start()
+        try:
+            try:
+                call()
+            finally:
+                with lock:  # a Ctrl-C pressed as the call returned is raised here at the latest
+                    running[0] = False
+                timer.cancel()
+        except KeyboardInterrupt:
+            return True
+        return False
+
+    # Ctrl-C while units are finishing all the time: map and the accessors let them go.
+    stopped = 0
+    for _ in range(6):
+        mapping = lambda: eugo.hpc.map(nap, range(400), batch_size=1)
+        partitioned = lambda: frame["a"].eugo.map(nap, partitions=16)
+        stopped += interrupted(mapping, random.uniform(0.2, 1.0))
+        stopped += interrupted(partitioned, random.uniform(0.1, 0.6))
+    assert stopped, "no Ctrl-C landed during a call"
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "eugo_jupyter")
     for _ in range(3):  # a failing cell, and a cell cancelled by its timeout
@@ -74,6 +116,13 @@ STRESS = textwrap.dedent(
         assert not shell.run_cell(
             "%%distribute --timeout 1\\nimport time\\ntime.sleep(30)\\n"
         ).success
+    # Cells that end about when their timeout or a Ctrl-C stops them: the cancel of a task that
+    # completes at that moment is Ray's abort, so a cell cancels only a task still running.
+    for _ in range(6):
+        seconds = random.uniform(0, 1.2)
+        shell.run_cell(f"%%distribute --timeout 1\\nimport time\\ntime.sleep({seconds:.2f})\\n")
+        cell = f"%%distribute\\nimport time\\ntime.sleep({seconds:.2f})\\n"
+        interrupted(lambda: shell.run_cell(cell), random.uniform(0.3, 1.5))
     # The driver is alive and still works.
     print("after", eugo.hpc.map(item, range(30)) == [x * 2 for x in range(30)], flush=True)
     eugo.hpc.shutdown()

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from eugo_jupyter.hpc._printed import wrap, wrap_class
+from eugo_jupyter.server.backends import processes
 
 
 def _talk(word: str) -> str:
@@ -24,22 +25,28 @@ def test_a_call_whose_hub_is_missing_still_returns_its_value(ray_local: Any) -> 
 
 
 class _Native:
-    def write(self, text: str) -> str:
+    def write(self, text: str) -> tuple[int, int]:
         os.write(1, text.encode() + b"\n")  # as C code does, past sys.stdout
-        return self.where()
+        return _stdout_file()
 
-    def where(self) -> str:  # called from write: one call, not a second one
-        return os.readlink("/proc/self/fd/1")
+
+def _stdout_file() -> tuple[int, int]:
+    """The file descriptor 1 writes to, as (device, inode)."""
+    info = os.fstat(1)
+    return info.st_dev, info.st_ino
 
 
 def test_without_a_hub_what_c_code_writes_still_reaches_rays_log_file(ray_local: Any) -> None:
     import ray
 
     actor = ray.remote(wrap_class(_Native, "eugo-calls-not-on-this-cluster")).remote()
-    log = ray.get(actor.__ray_call__.remote(lambda self: os.readlink("/proc/self/fd/1")))
+    pid = ray.get(actor.__ray_call__.remote(lambda self: os.getpid()))
+    log = processes.descriptor(pid, 1)
+    assert log is not None
+    log_file = (os.stat(log).st_dev, os.stat(log).st_ino)
     during = ray.get(actor.write.remote("straight to the descriptor, no hub"))
-    after = ray.get(actor.__ray_call__.remote(lambda self: os.readlink("/proc/self/fd/1")))
-    assert during != log  # while the call ran, descriptor 1 was the call's own file
-    assert after == log  # and is Ray's log file again once it returned
+    after = ray.get(actor.__ray_call__.remote(lambda self: _stdout_file()))
+    assert during != log_file  # while the call ran, descriptor 1 was the call's own file
+    assert after == log_file  # and is Ray's log file again once it returned
     with open(log, encoding="utf-8", errors="replace") as f:
         assert "straight to the descriptor, no hub" in f.read()

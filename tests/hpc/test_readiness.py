@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import eugo_jupyter as eugo
+from eugo_jupyter.exceptions import OptionsError
 from eugo_jupyter.hpc._readiness.model import Measurements, plan_batches, predict
 
 
@@ -129,7 +130,7 @@ def test_a_request_no_node_can_run_is_not_ready(cluster: Any) -> None:
 
 
 def test_bad_input_says_what_is_allowed() -> None:
-    with pytest.raises(ValueError, match="batch_size=0 is not allowed"):
+    with pytest.raises(OptionsError, match="batch_size=0 is not allowed"):  # map's own rule
         eugo.hpc.readiness(tiny, [1], batch_size=0)
     with pytest.raises(ValueError, match="at least one item"):
         eugo.hpc.readiness(tiny, [])

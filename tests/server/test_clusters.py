@@ -238,7 +238,7 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
         line = await asyncio.get_running_loop().run_in_executor(None, client.stdout.readline)
         actor_pid, actor_pgid = (int(x) for x in line.split())
         assert actor_pgid not in record["pgids"]
-        assert Path(f"/proc/{actor_pid}").exists()
+        assert _alive(actor_pid)
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
         assert response.code == 204
         _shared["stopped"] = True

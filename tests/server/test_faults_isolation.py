@@ -116,8 +116,7 @@ def test_rays_folders_sit_inside_a_folder_only_this_account_can_enter(
     # Every session, log or socket path a process of the cluster was given lies below it.
     paths = []
     for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        for token in command.replace("\0", " ").replace("=", " ").split():
+        for token in processes.cmdline(pid).replace("=", " ").split():
             if token.startswith("/") and "/session_" in token:
                 paths.append(token)
     assert paths

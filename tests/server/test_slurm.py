@@ -176,9 +176,10 @@ def test_each_job_keeps_ray_in_a_private_folder_with_no_open_exporter() -> None:
     lines = {pid: processes.cmdline(pid) for pid in processes.pids()}
     gcs = [pid for pid, line in lines.items() if head_dir in line and "gcs_server" in line]
     assert gcs
-    environ = Path(f"/proc/{gcs[0]}/environ").read_bytes().split(b"\0")
-    assert b"RAY_enable_metrics_collection=0" in environ
-    assert b"DASHBOARD_METRIC_PORT=-1" in environ
+    environ = processes.environment(gcs[0])
+    assert environ is not None
+    assert environ.get("RAY_enable_metrics_collection") == "0"
+    assert environ.get("DASHBOARD_METRIC_PORT") == "-1"
 
 
 async def _running(jp_fetch: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import ray_start
+from eugo_jupyter.server.backends import processes, ray_start
 from tests.fixtures.jupyter import fetch_json, poll_model
 from tests.testbed import Host, TestBed, available
 
@@ -58,14 +58,10 @@ def _left_on_hosts(model: dict[str, Any]) -> list[str]:
     """Processes of the cluster's nodes still alive (the bed shares this machine's pid space)."""
     folders = [h["temp_dir"] for h in model["ssh"]["hosts"]]
     found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                line = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if any(f in line for f in folders):
-                found.append(f"{entry.name}: {line[:120]}")
+    for pid in processes.pids():
+        line = processes.cmdline(pid)
+        if any(f in line for f in folders):
+            found.append(f"{pid}: {line[:120]}")
     return found
 
 
@@ -81,10 +77,7 @@ def _running_on(bed: TestBed, hosts: list[Host]) -> list[str]:
             ["ip", "netns", "pids", host.name], capture_output=True, text=True, check=False
         ).stdout.split()
         for pid in pids:
-            try:
-                line = Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue  # gone meanwhile
+            line = processes.cmdline(int(pid))  # "" once gone meanwhile
             if line.startswith(("/usr/sbin/sshd", "sshd")) or not line:
                 continue
             found.append(f"{host.address} pid {pid}: {line[:120]}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eugo_jupyter.server.backends import ssh, ssh_hosts
+from eugo_jupyter.server.backends import processes, ssh, ssh_hosts
 from tests.testbed import TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -96,10 +96,7 @@ def test_stop_ends_exactly_the_nodes_processes(bed: TestBed) -> None:
         alive = subprocess.run(
             ["pgrep", "-f", "sleep 600; true"], capture_output=True, text=True, check=False
         )
-        lines = [
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            for pid in alive.stdout.split()
-        ]
+        lines = [processes.cmdline(int(pid)) for pid in alive.stdout.split()]
         assert [line for line in lines if mine in line] == []
         assert [line for line in lines if other in line] != []  # another node's: untouched
         assert not Path(mine).exists()

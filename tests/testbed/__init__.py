@@ -19,18 +19,18 @@ points at the bridge (forwarding stays off: nothing leaves this machine).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
+
+from eugo_jupyter._rayaddress import tcp_answer
 
 __all__ = ["BRIDGE", "NETWORK", "Host", "TestBed", "TestBedError", "available"]
 
@@ -162,10 +162,7 @@ class TestBed:
 
     def _check_unused_silent(self) -> None:
         """Nothing must answer at an address no test host has: else traffic leaves the bed."""
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            code = sock.connect_ex((UNUSED_IP, 22))
-        if code == 0 or code == errno.ECONNREFUSED:
+        if tcp_answer(f"{UNUSED_IP}:22", timeout=5) in ("open", "refused"):
             raise TestBedError(f"something answers at {UNUSED_IP}: the range is not ours alone")
 
     def _make_key(self) -> None:
@@ -256,10 +253,8 @@ class TestBed:
             if host.sshd is not None and host.sshd.poll() is not None:
                 log = (self.dir / host.name / "sshd.log").read_text(errors="replace")
                 raise TestBedError(f"sshd of {host.name} exited: {log.strip()[-500:]}")
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.settimeout(2)
-                if sock.connect_ex((host.address, 22)) == 0:
-                    return
+            if tcp_answer(f"{host.address}:22", timeout=2) == "open":
+                return
             time.sleep(0.1)
         raise TestBedError(f"sshd of {host.name} did not listen on {host.address}:22")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import _checks, _data_location, _hooks, _session
 from .._batching import slots as _slots
-from .._map import _unwrap
+from .._map import _unwrap, check_batch_size
 from .._options import optimize_mode, request_of
 from .._serialized import pickle_problem
 from .model import Check, Measurements, predict, timing_checks
@@ -367,12 +367,7 @@ def readiness(
     >>> report.as_dict()["prediction"]["speedup"]          # doctest: +SKIP
     7.41
     """
-    if batch_size != "auto" and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-    ):
-        raise ValueError(
-            f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
-        )
+    check_batch_size(batch_size)
     if shared is not None and not isinstance(shared, Mapping):
         raise TypeError("shared= takes a dict of keyword arguments passed to every call.")
     try:

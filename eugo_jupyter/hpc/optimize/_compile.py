@@ -176,7 +176,7 @@ def _loaded(dispatcher: Any, own: _nodecache.Folder | None, signature: tuple[Any
     own.loading_only = True
     try:
         dispatcher.compile(signature)
-    except _nodecache.Missing:
+    except _nodecache._Missing:
         return False
     finally:
         own.loading_only = False

@@ -44,7 +44,6 @@ from typing import Any
 __all__ = [
     "ENV",
     "Folder",
-    "Missing",
     "attach",
     "compiling",
     "folder_for",
@@ -148,7 +147,7 @@ def compiling(folder: Path | None, signature: Any) -> Iterator[None]:
         yield
 
 
-class Missing(Exception):
+class _Missing(Exception):
     """The version is not in the node cache (raised while only loading, see Folder)."""
 
 
@@ -221,7 +220,7 @@ class Folder:
         self.load_s = 0.0
         self.saves = 0
         self.held: list[tuple[Any, Any]] | None = None
-        self.loading_only = False  #: a miss raises Missing instead of letting numba compile
+        self.loading_only = False  #: a miss raises _Missing instead of letting numba compile
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         began = time.perf_counter()
@@ -234,7 +233,7 @@ class Folder:
             found = None
         if found is None:
             if self.loading_only:
-                raise Missing(str(sig))
+                raise _Missing(str(sig))
             return None
         self.loads += 1
         self.load_s += time.perf_counter() - began

@@ -1,9 +1,9 @@
 """The processes of a cluster on this machine: finding exactly them, and stopping exactly them.
 
 Blocking functions, reading ``/proc``: this module is the one place that reads it
-(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`start_time`,
-:func:`session_id`, :func:`socket_holders`, :func:`tcp_sockets`); other modules and the tests
-call these.
+(:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`environment`,
+:func:`start_time`, :func:`session_id`, :func:`socket_holders`, :func:`tcp_sockets`); other
+modules and the tests call these.
 A cluster's processes are its nodes' process groups (each ``ray start`` runs in a session of its
 own), their descendants, and the orphans whose command line names the cluster's temp folder; a
 process is matched by (pid, start time), so a reused pid or process group id is never
@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 __all__ = [
-    "arguments", "cluster_processes", "cmdline", "descendants", "group_members", "owned_groups",
-    "pids", "session_id", "socket_holders", "start_time", "stop", "table", "tcp_sockets",
+    "arguments", "cluster_processes", "cmdline", "descendants", "environment", "group_members",
+    "owned_groups", "pids", "session_id", "socket_holders", "start_time", "stop", "table",
+    "tcp_sockets",
 ]  # fmt: skip
 
 
@@ -77,6 +78,16 @@ def arguments(pid: int, own: bool = True) -> list[str] | None:
     return raw.decode(errors="replace").split("\0")
 
 
+def environment(pid: int) -> dict[str, str] | None:
+    """Process ``pid``'s environment as it started; None once it is gone (or not readable)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (entry.decode(errors="replace").partition("=") for entry in raw.split(b"\0"))
+    return {name: value for name, _, value in pairs if name}
+
+
 def pids() -> list[int]:
     """Every process id on this machine now (zombies included)."""
     return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
@@ -106,6 +117,14 @@ def session_id(pid: int) -> int | None:
         return None
     # Fields after the parenthesised command: state, ppid, pgrp, session, ...
     return int(stat[stat.rfind(")") + 2 :].split()[3])
+
+
+def descriptor(pid: int, fd: int) -> str | None:
+    """What descriptor ``fd`` of process ``pid`` points at (a file's path), or None."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:  # gone, closed, or another account's process
+        return None
 
 
 def socket_holders(inode: int) -> list[int]:
