@@ -53,6 +53,7 @@ from .backends import Backend, PlanModel, Spec, default_backends
 from .launch import Launch
 from .models import ClusterModel, KindFacts, make_cluster_model, timestamp
 from .observer import Observer
+from .pacing import CountsPace
 from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
@@ -68,7 +69,9 @@ class _Cluster:
     monitoring: dict[str, Any] = field(default_factory=monitor.empty)
     backend_state: dict[str, Any] | None = None  # the model's key named after the kind
     updated: str | None = None
-    read_at: float = 0.0
+    read_at: float = 0.0  # the last Ray read ended (0: read at the next request)
+    observed_at: float = 0.0  # the backend's view was last asked for
+    pace: CountsPace | None = None  # when the task counts are read again (the observer's)
     refreshing: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
     limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
@@ -114,7 +117,7 @@ class ClusterManager:
         backends: dict[str, Backend] | None = None,
         profiles: list[dict[str, Any]] | None = None,
         find_clusters: bool = True,
-        read: Callable[[str, str | None, float], dict[str, Any]] = monitor.read,
+        read: Callable[..., dict[str, Any]] = monitor.read,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
