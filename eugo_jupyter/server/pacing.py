@@ -7,7 +7,9 @@ millisecond, and the observer reads it every ``probe_every`` seconds. Each such 
 whether work is ``moving`` and gives a ``mark`` that changes whenever a driver submits tasks
 (:func:`.monitor.read`), and :class:`CountsPace` says when the counts are due:
 
-- while work moves: every ``busy_every`` seconds (the card's counts follow a run);
+- while work moves: every ``busy_every`` seconds, counted from when it started moving (a run
+  shorter than that gets only its final read, which would otherwise queue behind one made
+  as it started);
 - when it stops (quiet after moving, or quiet with a new mark: a run that started and ended
   between two probes): ``settle`` seconds later, time for the last task events to reach the
   GCS (workers and drivers report them every 0.25 s on a cluster the Manager launched, every
@@ -59,6 +61,7 @@ class CountsPace:
         self.probed_at: float | None = None  # the last probe
         self.mark: str | None = None  # the drivers' activity mark at the last probe
         self.moved = False  # work moved since the last count read started (or as it started)
+        self.moving_since: float | None = None  # the first probe of the current movement
         self.final = False  # the last count read was the final one after the work stopped
 
     def due(self, now: float, *, moving: bool, mark: str, unsettled: bool) -> float | None:
@@ -71,12 +74,17 @@ class CountsPace:
         changed = mark != self.mark
         self.probed_at, self.mark = now, mark
         if self.read_at is None:
+            self.moving_since = now if moving else None
             return 0.0
         if moving or pause or changed:
             self.moved = True
+        if not moving:
+            self.moving_since = None
+        elif self.moving_since is None:
+            self.moving_since = now
         age = now - self.read_at
         if moving:
-            return 0.0 if age >= self.busy_every else None
+            return 0.0 if now - max(self.read_at, self.moving_since) >= self.busy_every else None
         if self.moved:
             return self.settle  # quiet after moving: the final counts once the reports are in
         if unsettled and self.final:

@@ -32,6 +32,15 @@ def test_work_is_counted_every_busy_period_and_once_more_just_after_it_stops() -
     assert _reads(pace, busy + quiet) == [0.0, 2.0, 4.0, 6.3]
 
 
+def test_a_run_shorter_than_the_busy_period_gets_only_its_final_count() -> None:
+    pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
+    rest = [(t / 2, False, "a", False) for t in range(0, 10)]  # 0 .. 4.5 s
+    run = [(5.0, True, "b", True), (5.5, True, "b", True)]  # a run of a second
+    after = [(6.0 + t / 2, False, "b", False) for t in range(0, 4)]
+    # (counted from the start of the run, the busy period is not over when it ends)
+    assert _reads(pace, rest + run + after) == [0.0, 6.3]
+
+
 def test_a_run_between_two_probes_still_gets_its_final_count() -> None:
     pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
     before = [(t / 2, False, "a", False) for t in range(0, 4)]
