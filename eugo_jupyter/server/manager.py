@@ -7,11 +7,13 @@ HTTP into calls on :class:`ClusterManager`, which returns JSON-ready models
 :class:`~eugo_jupyter.exceptions.ClusterError` for an impossible action (an unreachable address,
 activating a cluster that is not running): both HTTP 400 with ``{"message": ...}``.
 
-Monitoring (:mod:`.observer`) is read at most every ``max_age`` seconds (2 by default) and off
-the event loop. A request that finds it older starts a new read; while polls come steadily it
-answers at once with the data in hand (see ``updated``), so polling costs about a millisecond
-however large the cluster's task history is; after a pause (data over ``3 * max_age`` old) it
-waits for the read.
+Monitoring (:mod:`.observer`) is read off the event loop: Ray's nodes, resources and waiting
+requests at most every 0.5 s, the backend's view at most every ``max_age`` seconds (2 by
+default), the task counts (a pass over the GCS's whole task table) only while work moves and
+just after it stops (:mod:`.pacing`). A request that finds the data older starts a new read;
+while polls come steadily it answers at once with the data in hand (see ``updated``), so
+polling costs about a millisecond however large the cluster's task history is; after a pause
+(data over ``3 * max_age`` old) it waits for the read.
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
