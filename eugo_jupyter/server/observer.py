@@ -167,11 +167,13 @@ class Observer:
             if wait is None:
                 return probe  # no task counts this time: the last ones are kept
             time.sleep(wait)  # the final counts: once the last task events are in
-            pace.began(time.monotonic(), moving=moving)
+            began = time.monotonic()
+            pace.began(began, moving=moving)
             # Task counts may go through the dashboard with this account's token: only to a
             # proven one.
             dashboard = self.dashboard_decision(record).url
             data = self._read_cluster(address, dashboard, timeout, counts=True)
+            pace.took(time.monotonic() - began)
             if dashboard is None and record.get("dashboard_url"):
                 data["tasks"] = None  # not zero: unknown now (the last counts are kept)
             return data

@@ -9,7 +9,8 @@ whether work is ``moving`` and gives a ``mark`` that changes whenever a driver s
 
 - while work moves: every ``busy_every`` seconds, counted from when it started moving (a run
   shorter than that gets only its final read, which would otherwise queue behind one made
-  as it started);
+  as it started), and never more often than keeps the GCS a third of its time on them (a
+  read that took 2 s, on a loaded head, is repeated after 6 s at the soonest);
 - when it stops (quiet after moving, or quiet with a new mark: a run that started and ended
   between two probes): ``settle`` seconds later, time for the last task events to reach the
   GCS (workers and drivers report them every 0.25 s on a cluster the Manager launched, every
@@ -43,7 +44,8 @@ __all__ = ["CountsPace"]
 class CountsPace:
     """One cluster's schedule of task-count reads (pure: the caller gives the time).
 
-    The observer calls :meth:`due` at each probe and :meth:`began` when a count read starts.
+    The observer calls :meth:`due` at each probe, :meth:`began` when a count read starts and
+    :meth:`took` when it ends.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class CountsPace:
         self.quiet_every = quiet_every  # between count reads while nothing moves
         self.report_every = report_every  # Ray's own task-event report interval (1 s)
         self.read_at: float | None = None  # when the last count read started
+        self.cost = 0.0  # seconds the last count read took
         self.probed_at: float | None = None  # the last probe
         self.mark: str | None = None  # the drivers' activity mark at the last probe
         self.moved = False  # work moved since the last count read started (or as it started)
@@ -78,13 +81,13 @@ class CountsPace:
             return 0.0
         if moving or pause or changed:
             self.moved = True
-        if not moving:
-            self.moving_since = None
-        elif self.moving_since is None:
-            self.moving_since = now
-        age = now - self.read_at
         if moving:
-            return 0.0 if now - max(self.read_at, self.moving_since) >= self.busy_every else None
+            since = now if self.moving_since is None else self.moving_since
+            self.moving_since = since
+            every = max(self.busy_every, 3 * self.cost)
+            return 0.0 if now - max(self.read_at, since) >= every else None
+        self.moving_since = None
+        age = now - self.read_at
         if self.moved:
             return self.settle  # quiet after moving: the final counts once the reports are in
         if unsettled and self.final:
@@ -93,7 +96,7 @@ class CountsPace:
             self.final = False
             return max(0.0, self.report_every - age)
         if unsettled:
-            return 0.0 if age >= self.busy_every else None
+            return 0.0 if age >= max(self.busy_every, 3 * self.cost) else None
         return 0.0 if age >= self.quiet_every else None
 
     def began(self, now: float, *, moving: bool) -> None:
@@ -104,3 +107,7 @@ class CountsPace:
         """
         self.final = self.moved and not moving
         self.read_at, self.moved = now, moving
+
+    def took(self, seconds: float) -> None:
+        """The count read that began last took ``seconds`` (it paces the next ones)."""
+        self.cost = seconds

@@ -41,6 +41,18 @@ def test_a_run_shorter_than_the_busy_period_gets_only_its_final_count() -> None:
     assert _reads(pace, rest + run + after) == [0.0, 6.3]
 
 
+def test_slow_count_reads_are_spaced_to_keep_the_head_mostly_free() -> None:
+    pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
+    started = []
+    for t in range(0, 24):  # work moves for 12 s; each count read takes the GCS 1.5 s
+        now = t / 2
+        if pace.due(now, moving=True, mark=str(t), unsettled=True) is not None:
+            pace.began(now, moving=True)
+            pace.took(1.5)
+            started.append(now)
+    assert started == [0.0, 4.5, 9.0]  # a third of the time at most, not every 2 s
+
+
 def test_a_run_between_two_probes_still_gets_its_final_count() -> None:
     pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
     before = [(t / 2, False, "a", False) for t in range(0, 4)]
