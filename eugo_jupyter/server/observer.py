@@ -22,15 +22,11 @@ from typing import Any
 
 from .. import records
 from . import monitor, proxy_policy
-from .backends import Backend, Observed
+from .backends import Backend, Observed, ray_start
 from .models import error_text, timestamp
 from .pacing import CountsPace
 
 __all__ = ["Observer"]
-
-#: Seconds from the first quiet probe to the final count read: the task-event report interval
-#: of the clusters the Manager launches (``ray_start.REPORT_EVERY_MS``), plus a little.
-_SETTLE = 0.3
 
 
 class Observer:
@@ -150,7 +146,13 @@ class Observer:
         loop = asyncio.get_running_loop()
         record = cluster.record
         if cluster.pace is None:
-            cluster.pace = CountsPace(busy_every=self.max_age, settle=_SETTLE)
+            # A cluster the Manager launched reports its task events every REPORT_EVERY_MS;
+            # one it connected to, as Ray does by default, every second.
+            ours = self.backends[cluster.kind].owns_processes
+            report = ray_start.REPORT_EVERY_MS / 1000 if ours else 1.0
+            cluster.pace = CountsPace(
+                busy_every=self.max_age, settle=report + 0.05, report_every=report
+            )
         pace: CountsPace = cluster.pace
         forced = not cluster.read_at  # never read, or the manager asked for today's data
         address, timeout = str(record["address"]), self.read_timeout
@@ -166,16 +168,25 @@ class Observer:
                 wait = 0.0
             if wait is None:
                 return probe  # no task counts this time: the last ones are kept
-            time.sleep(wait)  # the final counts: once the last task events are in
-            began = time.monotonic()
-            pace.began(began, moving=moving)
             # Task counts may go through the dashboard with this account's token: only to a
             # proven one.
             dashboard = self.dashboard_decision(record).url
-            data = self._read_cluster(address, dashboard, timeout, counts=True)
-            pace.took(time.monotonic() - began)
-            if dashboard is None and record.get("dashboard_url"):
-                data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+            while wait is not None:
+                time.sleep(wait)  # the final counts: once the last task events are in
+                began = time.monotonic()
+                pace.began(began, moving=moving)
+                data = self._read_cluster(address, dashboard, timeout, counts=True)
+                pace.took(time.monotonic() - began)
+                if dashboard is None and record.get("dashboard_url"):
+                    data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+                    break
+                # A final read that still saw tasks in flight is repeated once, as soon as
+                # their last events must be in (the pace says when; it says so only once).
+                tasks = data["tasks"]
+                unsettled = bool(tasks and tasks["pending"] + tasks["running"])
+                wait = None
+                if pace.final and unsettled and not moving:
+                    wait = pace.due(time.monotonic(), moving=False, mark=mark, unsettled=True)
             return data
 
         return await asyncio.wait_for(
