@@ -5,15 +5,18 @@ Runs a real Jupyter server with the extension, then, alternating to share the ma
 * bare: ``ray start --head`` with the same resources and flags, timed until it returns;
 * eugo: ``POST /eugo/clusters`` timed until ``GET /eugo/clusters/{id}`` says "running".
 
-Then puts 10,000 finished tasks (``--tasks``) on a launched cluster and times
-``GET /eugo/clusters/{id}``: polled as a panel does (spaced past the 2 s cache age, so each
-request starts a new read in the background) and back to back (as several panels at once
-would); the counts' lag (from the last task's end until the endpoint's finished count shows
-it, the endpoint polled all along); and, separately, what one monitoring read costs (it runs in
-a thread, never in a request), with the task counts read the old way (the dashboard's task
-summary) and the new one (the GCS's task-event query) in the same run.
+Then puts 10,000 finished tasks (``--tasks``) on a launched cluster, from a client that stays
+connected as a notebook's kernel does, and times ``GET /eugo/clusters/{id}``: polled as a panel
+does (spaced past the 2 s cache age, so each request starts a new read in the background) and
+back to back (as several panels at once would); the counts' lag, from the last task's end until
+the endpoint's finished count shows it (the endpoint polled all along): once after the first
+run, then after each of ``--lag-runs`` short runs with the whole history in place; the head's
+CPU (its GCS process) per second of those runs and of a minute in which a panel polls the idle
+cluster; and, separately, what one monitoring read costs (it runs in a thread, never in a
+request), with the task counts read the old way (the dashboard's task summary) and the new one
+(the GCS's task-event query) in the same run.
 
-    python benchmarks/bench_launch.py [--repeats 3] [--cpus 2] [--tasks 10000]
+    python benchmarks/bench_launch.py [--repeats 3] [--cpus 2] [--tasks 10000] [--lag-runs 5]
 
 ``--repeats 0`` skips the launch timings (for a run at ``--tasks 100000``).
 """
@@ -97,15 +100,18 @@ def eugo_start(server: ManagerClient, cpus: int) -> tuple[float, dict]:
     return elapsed, model  # type: ignore[return-value]
 
 
+# A driver that stays connected between runs, as a notebook's kernel does: its last task
+# events reach the GCS with its next report, not when it exits. "run N" on stdin runs N tasks.
 CLIENT = textwrap.dedent(
     """
     import sys, time, ray
     ray.init(address=sys.argv[1], logging_level="ERROR")
     noop = ray.remote(num_cpus=1)(lambda: None)
-    n = int(sys.argv[2])
-    for start in range(0, n, 1000):
-        ray.get([noop.remote() for _ in range(min(1000, n - start))])
-    print("done", time.time(), flush=True)
+    for line in sys.stdin:
+        n = int(line.split()[1])
+        for start in range(0, n, 1000):
+            ray.get([noop.remote() for _ in range(min(1000, n - start))])
+        print("done", time.time(), flush=True)
     """
 )
 
@@ -114,36 +120,71 @@ def _p95(xs: list[float]) -> float:
     return sorted(xs)[max(0, round(0.95 * len(xs)) - 1)]
 
 
-def _submit_and_lag(server: ManagerClient, path: str, address: str, n: int) -> tuple[float, int]:
-    """Run ``n`` tasks from a client while polling GET as a panel would (every 0.25 s, then
-    every 20 ms after the last task ended); seconds from the last task's end until the finished
-    count (plus any records Ray dropped) shows all ``n``, and the GETs made meanwhile."""
-    client = subprocess.Popen(
-        [sys.executable, "-c", CLIENT, address, str(n)],
-        env={**os.environ, "RAY_AUTH_MODE": "token"},  # a plain Ray client needs telling
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    done: list[float] = []
-    reader = threading.Thread(
-        target=lambda: done.extend(
-            float(line.split()[1]) for line in client.stdout or () if line.startswith("done")
-        ),
-        daemon=True,
-    )
-    reader.start()
+class Client:
+    """The driver process (:data:`CLIENT`) and the times its runs ended."""
+
+    def __init__(self, address: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, address],
+            env={**os.environ, "RAY_AUTH_MODE": "token"},  # a plain Ray client needs telling
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.done: list[float] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout or ():
+            if line.startswith("done"):
+                self.done.append(float(line.split()[1]))
+
+    def run(self, n: int) -> int:
+        """Start a run of ``n`` tasks; returns how many runs ended before it."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"run {n}\n")
+        self.process.stdin.flush()
+        return len(self.done)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def _lag(server: ManagerClient, path: str, client: Client, n: int, total: int) -> tuple[float, int]:
+    """Run ``n`` more tasks while polling GET as a panel would (every 0.25 s, then every 20 ms
+    after the last task ended); seconds from the last task's end until the finished count (plus
+    any records Ray dropped) shows all ``total`` tasks, and the GETs made meanwhile."""
+    before = client.run(n)
     deadline, polls = time.monotonic() + 1800, 0
     while True:
         tasks = server.call("GET", path)["tasks"]  # type: ignore[index]
         seen = time.time()
-        polls += 1 if done else 0
-        if done and tasks["finished"] + tasks.get("dropped", 0) >= n:  # type: ignore[index,union-attr]
+        ended = len(client.done) > before
+        polls += 1 if ended else 0
+        if ended and tasks["finished"] + tasks.get("dropped", 0) >= total:  # type: ignore[index,union-attr]
             break
-        if time.monotonic() > deadline or (client.poll() not in (None, 0)):
+        if time.monotonic() > deadline or client.process.poll() is not None:
             raise RuntimeError("the task counts never reached the number submitted")
-        time.sleep(0.02 if done else 0.25)
-    client.wait()
-    return seen - done[0], polls
+        time.sleep(0.02 if ended else 0.25)
+    return seen - client.done[before], polls
+
+
+def _gcs_pid(address: str) -> int:
+    """The GCS process of the cluster at ``address`` (on this machine): the head's busiest."""
+    port = address.rpartition(":")[2]
+    for pid in processes.pids():
+        line = processes.cmdline(pid)
+        if "gcs_server" in line and f"--gcs_server_port={port}" in line:
+            return pid
+    raise RuntimeError(f"no GCS process for {address}")
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -151,6 +192,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--lag-runs", type=int, default=5, help="short runs after the first")
+    parser.add_argument("--lag-tasks", type=int, default=200, help="tasks in each short run")
+    parser.add_argument("--idle-s", type=float, default=60.0, help="idle polling measured")
     parser.add_argument("--fresh-samples", type=int, default=15)
     parser.add_argument("--cached-samples", type=int, default=100)
     args = parser.parse_args()
@@ -171,8 +215,31 @@ def main() -> None:
         )
         _, model = eugo_start(server, args.cpus)
         path = f"/eugo/clusters/{model['id']}"
-        lag, lag_polls = _submit_and_lag(server, path, model["address"], args.tasks)
-        print(f"counts' lag {lag:.2f} s", flush=True)
+        gcs = _gcs_pid(model["address"])
+        client = Client(model["address"])
+        lags, lag_polls = [], 0
+        lag, polls = _lag(server, path, client, args.tasks, args.tasks)
+        lags.append(lag)
+        print(f"counts' lag after the first run {lag:.2f} s", flush=True)
+        total, started, cpu0 = args.tasks, time.monotonic(), _cpu_s(gcs)
+        for _ in range(args.lag_runs):
+            total += args.lag_tasks
+            lag, polls = _lag(server, path, client, args.lag_tasks, total)
+            lags.append(lag)
+            lag_polls += polls
+            print(f"counts' lag {lag:.2f} s", flush=True)
+        busy_s, busy_cpu_s = time.monotonic() - started, _cpu_s(gcs) - cpu0
+        busy_cpu = busy_cpu_s / busy_s
+        per_run = busy_cpu_s / max(1, args.lag_runs)
+        started, cpu0 = time.monotonic(), _cpu_s(gcs)
+        while time.monotonic() - started < args.idle_s:  # a panel polls an idle cluster
+            server.call("GET", path)
+            time.sleep(1.5)
+        idle_cpu = (_cpu_s(gcs) - cpu0) / (time.monotonic() - started)
+        print(
+            f"head's GCS CPU: {busy_cpu:.3f} s/s during the runs, {idle_cpu:.3f} idle", flush=True
+        )
+        client.close()
         fresh, cached = [], []
         for _ in range(args.fresh_samples):
             time.sleep(2.1)  # as a panel polls: past the 2 s cache age, so each GET starts a read
@@ -192,7 +259,7 @@ def main() -> None:
             monitor.read(model["address"], model["dashboard_url"])
             reads.append(time.perf_counter() - start)
             start = time.perf_counter()  # the task counts alone, the old way (before this bench)
-            old_counts = monitor._by_group(monitor._summarized(model["dashboard_url"], 5))
+            old_counts = monitor._by_group(monitor._summarized(model["dashboard_url"], 60))
             old.append(time.perf_counter() - start)
             start = time.perf_counter()  # ... and the new way
             new_counts = monitor._task_counts(model["address"], model["dashboard_url"], 5)
@@ -224,8 +291,16 @@ def main() -> None:
          ms(fresh), "", ""),
         (f"GET cluster, {finished} finished tasks, back to back (median of {len(cached)})",
          ms(cached), "", ""),
-        (f"counts' lag: last task's end until GET shows it ({lag_polls} GETs meanwhile)",
-         f"{lag:.2f} s", "", ""),
+        (f"counts' lag: last task's end until GET shows it, after the first run of {args.tasks}",
+         f"{lags[0]:.2f} s", "", ""),
+        (f"counts' lag with {finished} finished, runs of {args.lag_tasks} (median, max of "
+         f"{len(lags) - 1}; {lag_polls} GETs meanwhile)",
+         f"{statistics.median(lags[1:]):.2f} s, max {max(lags[1:]):.2f} s" if lags[1:] else "",
+         "", ""),
+        ("head's GCS CPU per second: during those runs (polled), while a panel polls it idle",
+         f"{busy_cpu:.3f}, idle {idle_cpu:.3f}", "", ""),
+        (f"head's GCS CPU per run of {args.lag_tasks}, until GET showed it",
+         f"{per_run:.2f} s", "", ""),
         (f"one monitoring read in the background, {finished} finished tasks "
          f"(median of {len(reads)})",
          f"{statistics.median(reads) * 1000:.0f} ms", "", ""),
@@ -253,8 +328,12 @@ def main() -> None:
                 "new_counts_s": new,
                 "old_counts": old_counts,
                 "new_counts": new_counts,
-                "lag_s": lag,
+                "lags_s": lags,
+                "gcs_cpu_busy": busy_cpu,
+                "gcs_cpu_per_run": per_run,
+                "gcs_cpu_idle": idle_cpu,
                 "finished": finished,
+                "load": Path("/proc/loadavg").read_text().split()[:3],
             }
         )
     )

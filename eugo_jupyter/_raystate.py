@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "TOKEN_NOTICE_LOGGER",
+    "Drivers",
     "NodeFacts",
     "Snapshot",
+    "TOKEN_NOTICE_LOGGER",
+    "actor_creation_task",
     "dashboard_auth_headers",
+    "drivers",
     "enable_token_auth",
     "has_live_driver",
+    "in_async_actor",
     "keep_every_log_line",
     "new_token",
     "published_dashboard",
@@ -171,6 +175,59 @@ def has_live_driver(gcs_address: str, timeout: float = 5.0) -> bool:
 
     jobs = GcsClient(address=gcs_address).get_all_job_info(timeout=timeout)
     return any(not job.is_dead for job in jobs.values())
+
+
+@dataclass(frozen=True)
+class Drivers:
+    """What the connected drivers (kernels, scripts) are doing, read cheaply (:func:`drivers`).
+
+    ``busy``: a live driver has tasks in flight (actor calls and zero-CPU tasks count too, which
+    no node's resources show). ``mark``: changes whenever a driver submits a task, or a job
+    starts or ends (a driver's own task record gains a ``submit_task`` profile event per
+    submission, reported with its task events): a run that starts and ends between two reads
+    still changes it.
+    """
+
+    busy: bool
+    mark: str
+
+
+def drivers(gcs_address: str, timeout: float = 5.0) -> Drivers:
+    """Whether a live driver has tasks in flight, and a mark of their activity (blocking).
+
+    One job-table read (the GCS asks each live driver how many tasks it has in flight) and one
+    indexed task-record lookup per live driver; no pass over the task table. Raises if the GCS
+    does not answer.
+    """
+    from ray import _raylet
+    from ray.core.generated import gcs_service_pb2
+
+    raylet: Any = _raylet  # compiled: not all in the stub
+    pb: Any = gcs_service_pb2
+    filters = pb.GetTaskEventsRequest.Filters
+    jobs = raylet.GcsClient(address=gcs_address).get_all_job_info(
+        skip_submission_job_info_field=True, timeout=timeout
+    )
+    stub = _task_stub(gcs_address)
+    busy, marks = False, []
+    for job in sorted(jobs.values(), key=lambda j: j.job_id):
+        if job.is_dead:
+            marks.append(f"{job.job_id.hex()}:ended")
+            continue
+        busy = busy or bool(job.is_running_tasks)
+        only = filters(exclude_driver=False)
+        only.task_filters.append(
+            filters.TaskIdFilter(
+                task_id=raylet.TaskID.for_driver_task(raylet.JobID(job.job_id)).binary(),
+                predicate=pb.FilterPredicate.EQUAL,
+            )
+        )
+        reply = stub.GetTaskEvents(pb.GetTaskEventsRequest(limit=1, filters=only), timeout=timeout)
+        latest = max(
+            (e.start_time for r in reply.events_by_task for e in r.profile_events.events), default=0
+        )
+        marks.append(f"{job.job_id.hex()}:{latest}")
+    return Drivers(busy=busy, mark=" ".join(marks))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ class EugoManagerExtension(ExtensionApp):
         2.0,
         config=True,
         help=(
-            "Seconds a cluster's monitoring data is reused before the next request reads it again."
+            "Seconds between reads of what a cluster's backend sees (a scheduler query may be "
+            "behind it), and between reads of its task counts while work runs (each is a pass "
+            "over Ray's task table). Ray's nodes and resources are read every 0.5 s at most."
         ),
     )
     launch_timeout = Float(

@@ -7,11 +7,13 @@ HTTP into calls on :class:`ClusterManager`, which returns JSON-ready models
 :class:`~eugo_jupyter.exceptions.ClusterError` for an impossible action (an unreachable address,
 activating a cluster that is not running): both HTTP 400 with ``{"message": ...}``.
 
-Monitoring (:mod:`.observer`) is read at most every ``max_age`` seconds (2 by default) and off
-the event loop. A request that finds it older starts a new read; while polls come steadily it
-answers at once with the data in hand (see ``updated``), so polling costs about a millisecond
-however large the cluster's task history is; after a pause (data over ``3 * max_age`` old) it
-waits for the read.
+Monitoring (:mod:`.observer`) is read off the event loop: Ray's nodes, resources and waiting
+requests at most every 0.5 s, the backend's view at most every ``max_age`` seconds (2 by
+default), the task counts (a pass over the GCS's whole task table) only while work moves and
+just after it stops (:mod:`.pacing`). A request that finds the data older starts a new read;
+while polls come steadily it answers at once with the data in hand (see ``updated``), so
+polling costs about a millisecond however large the cluster's task history is; after a pause
+(data over ``3 * max_age`` old) it waits for the read.
 
 ``nodes``, ``tasks``, ``waiting`` and ``resources`` are empty (``[]``, zero counts, ``{}``) until
 the first successful read and while the cluster is not running; a failed read keeps the last
@@ -53,6 +55,7 @@ from .backends import Backend, PlanModel, Spec, default_backends
 from .launch import Launch
 from .models import ClusterModel, KindFacts, make_cluster_model, timestamp
 from .observer import Observer
+from .pacing import CountsPace
 from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
@@ -68,7 +71,9 @@ class _Cluster:
     monitoring: dict[str, Any] = field(default_factory=monitor.empty)
     backend_state: dict[str, Any] | None = None  # the model's key named after the kind
     updated: str | None = None
-    read_at: float = 0.0
+    read_at: float = 0.0  # the last Ray read ended (0: read at the next request)
+    observed_at: float = 0.0  # the backend's view was last asked for
+    pace: CountsPace | None = None  # when the task counts are read again (the observer's)
     refreshing: asyncio.Task[None] | None = None
     launching: asyncio.Task[None] | None = None
     limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
@@ -114,7 +119,7 @@ class ClusterManager:
         backends: dict[str, Backend] | None = None,
         profiles: list[dict[str, Any]] | None = None,
         find_clusters: bool = True,
-        read: Callable[[str, str | None, float], dict[str, Any]] = monitor.read,
+        read: Callable[..., dict[str, Any]] = monitor.read,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout

@@ -1,10 +1,12 @@
 """Keeping each cluster's card fresh: what its backend sees, and its Ray state, read off the loop.
 
 The manager's monitoring, one job of its own: :meth:`Observer.fresh` decides whether a cluster's
-data is old enough to read again (at most every ``max_age`` seconds, one read at a time), a read
-asks the backend what it sees (an ended cluster turns "stopped", once) and then the cluster's
-Ray state (:func:`.monitor.read`, in a thread), and the data in hand answers steady polls at
-once. The manager holds one Observer and never reads Ray itself.
+data is old enough to read again (one read at a time), a read asks the backend what it sees (at
+most every ``max_age`` seconds; an ended cluster turns "stopped", once) and then the cluster's
+Ray state (:func:`.monitor.read`, in a thread, at most every ``probe_every`` seconds), and the
+data in hand answers steady polls at once. The task counts, the one costly part for the head,
+are read only when :class:`.pacing.CountsPace` says so: while work moves, and just after it
+stops. The manager holds one Observer and never reads Ray itself.
 
 >>> observer = Observer(backends, monitor.read, 2.0, 5.0, pool, save)       # doctest: +SKIP
 >>> await observer.fresh(cluster)                                            # doctest: +SKIP
@@ -20,8 +22,9 @@ from typing import Any
 
 from .. import records
 from . import monitor, proxy_policy
-from .backends import Backend, Observed
+from .backends import Backend, Observed, ray_start
 from .models import error_text, timestamp
+from .pacing import CountsPace
 
 __all__ = ["Observer"]
 
@@ -32,14 +35,16 @@ class Observer:
     def __init__(
         self,
         backends: dict[str, Backend],
-        read: Callable[[str, str | None, float], dict[str, Any]],
+        read: Callable[..., dict[str, Any]],
         max_age: float,
         read_timeout: float,
         slow: Executor,
         save: Callable[[Any], None],
+        probe_every: float = 0.5,
     ) -> None:
         self.backends = backends
-        self.max_age = max_age
+        self.max_age = max_age  # the backend's view; the task counts while work moves
+        self.probe_every = min(probe_every, max_age)  # the Ray state without the task counts
         # How a cluster's Ray state is read (monitor.read); a test's fake backend gives its own.
         self._read_cluster = read
         self.read_timeout = read_timeout
@@ -48,7 +53,7 @@ class Observer:
         self._save = save
 
     async def fresh(self, cluster: Any) -> None:
-        """Re-read the cluster if its data is older than ``max_age`` (one read at a time)."""
+        """Re-read the cluster if its data is older than ``probe_every`` (one read at a time)."""
         if cluster.status not in ("running", "error") or not cluster.record.get("address"):
             return
         if cluster.launching is not None and not cluster.launching.done():
@@ -56,7 +61,7 @@ class Observer:
         owned = self.backends[cluster.kind].owns_processes
         if cluster.status == "error" and not cluster.updated and owned:
             return  # failed to launch: nothing to read
-        if time.monotonic() - cluster.read_at < self.max_age:
+        if time.monotonic() - cluster.read_at < self.probe_every:
             return
         if cluster.refreshing is None or cluster.refreshing.done():
             cluster.refreshing = asyncio.ensure_future(self.refresh(cluster))
@@ -98,7 +103,11 @@ class Observer:
         return observed
 
     async def refresh(self, cluster: Any) -> None:
-        if self.backends[cluster.kind].owns_processes:
+        owned = self.backends[cluster.kind].owns_processes
+        # A backend's view may cost a scheduler query (squeue, qstat): at most every max_age.
+        due = not cluster.read_at or time.monotonic() - cluster.observed_at >= self.max_age
+        if owned and due:
+            cluster.observed_at = time.monotonic()
             await self.observe(cluster)
             if cluster.status == "stopped":
                 return
@@ -133,15 +142,51 @@ class Observer:
         cluster.status, cluster.error = "running", None
 
     async def read(self, cluster: Any) -> dict[str, Any]:
+        """The cluster's Ray state; its task counts only when they are due (else ``None``)."""
         loop = asyncio.get_running_loop()
         record = cluster.record
+        if cluster.pace is None:
+            # A cluster the Manager launched reports its task events every REPORT_EVERY_MS;
+            # one it connected to, as Ray does by default, every second.
+            ours = self.backends[cluster.kind].owns_processes
+            report = ray_start.REPORT_EVERY_MS / 1000 if ours else 1.0
+            cluster.pace = CountsPace(
+                busy_every=self.max_age, settle=report + 0.05, report_every=report
+            )
+        pace: CountsPace = cluster.pace
+        forced = not cluster.read_at  # never read, or the manager asked for today's data
+        address, timeout = str(record["address"]), self.read_timeout
 
         def read() -> dict[str, Any]:
-            # Task counts go through the dashboard with this account's token: only to a proven one.
+            probe = self._read_cluster(address, None, timeout, counts=False)
+            moving = bool(probe.get("moving"))
+            tasks = cluster.monitoring["tasks"]
+            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
+            mark = str(probe.get("mark", ""))
+            wait = pace.due(time.monotonic(), moving=moving, mark=mark, unsettled=unsettled)
+            if forced:
+                wait = 0.0
+            if wait is None:
+                return probe  # no task counts this time: the last ones are kept
+            # Task counts may go through the dashboard with this account's token: only to a
+            # proven one.
             dashboard = self.dashboard_decision(record).url
-            data = self._read_cluster(str(record["address"]), dashboard, self.read_timeout)
-            if dashboard is None and record.get("dashboard_url"):
-                data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+            while wait is not None:
+                time.sleep(wait)  # the final counts: once the last task events are in
+                began = time.monotonic()
+                pace.began(began, moving=moving)
+                data = self._read_cluster(address, dashboard, timeout, counts=True)
+                pace.took(time.monotonic() - began)
+                if dashboard is None and record.get("dashboard_url"):
+                    data["tasks"] = None  # not zero: unknown now (the last counts are kept)
+                    break
+                # A final read that still saw tasks in flight is repeated once, as soon as
+                # their last events must be in (the pace says when; it says so only once).
+                tasks = data["tasks"]
+                unsettled = bool(tasks and tasks["pending"] + tasks["running"])
+                wait = None
+                if pace.final and unsettled and not moving:
+                    wait = pace.due(time.monotonic(), moving=False, mark=mark, unsettled=True)
             return data
 
         return await asyncio.wait_for(

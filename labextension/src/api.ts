@@ -35,6 +35,8 @@ export interface ITaskCounts {
   running: number;
   finished: number;
   failed: number;
+  /** Task records Ray let go of (it keeps a limited number): the counts are then "at least". */
+  dropped?: number;
 }
 
 /** A resource request that no node is running yet. */

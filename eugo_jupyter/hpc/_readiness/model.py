@@ -19,11 +19,12 @@ collection loop, Ray's dispatch), not just a bare task:
   items there as one batch; ``busy_per_byte_s`` the same while the sample keeps every slot busy,
   since on a node with few cores the notebook then competes with the workers for CPU) and a
   worker copies out again before its items run (``worker_per_byte_s``, measured as the sample's
-  workers read their items; the slot is taken meanwhile). The notebook's rate for a batch is
-  between the two by the share of slots busy when it is submitted. A batch's bytes are what
-  pickling its items together gives: what the items share is shipped once per batch. Costs
-  fixed per object (a few ms) are amortized over a batch's items, so they are not charged per
-  byte;
+  workers read their items: an object each has never read, pulled from the notebook's node when
+  the worker is on another, as every batch of map's is; the slot is taken meanwhile). The
+  notebook's rate for a batch is between the two by the share of slots busy when it is
+  submitted. A batch's bytes are what pickling its items together gives: what the items share
+  is shipped once per batch. Costs fixed per object (a few ms) are amortized over a batch's
+  items, so they are not charged per byte;
 - at most ``IN_FLIGHT_PER_SLOT`` batches per slot are in flight, and each batch occupies one slot
   for ``items x per-item time``.
 """

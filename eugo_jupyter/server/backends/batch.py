@@ -257,7 +257,9 @@ def ray_start_line(role: str, cpus: int, gpus: int, ray: str) -> str:
     else:
         first = f'{ray} start --block --address="$address"'
         args = node_arguments(spec, '"$ip"', '"$temp_dir"', _shell_port)
-    # The arguments are flags, numbers and quoted shell variables: nothing a user typed.
+    # The arguments are flags, numbers, JSON and quoted shell variables: nothing a user typed.
+    # The JSON is quoted for the shell; the variables stay as they are, to be expanded.
+    args = [arg if "$" in arg else shlex.quote(arg) for arg in args]
     return " \\\n    ".join([first, *args])
 
 

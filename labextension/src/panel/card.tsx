@@ -30,26 +30,57 @@ const STATUS_TEXT: Record<string, string> = {
   error: 'Error'
 };
 
+type CountKey = 'pending' | 'running' | 'finished' | 'failed';
+
+/** The sentence under the counts when Ray let records go: each count is then a floor. */
+function droppedNote(dropped: number): string {
+  const records =
+    dropped === 1
+      ? 'the record of 1 older task'
+      : `the records of ${dropped.toLocaleString()} older tasks`;
+  return (
+    `Ray let go of ${records} (it keeps only a limited number), ` +
+    'so each count is at least the number shown: more tasks may have run.'
+  );
+}
+
 function TaskCounts({ tasks }: { tasks: ITaskCounts }): JSX.Element {
-  const entries: [keyof ITaskCounts, string][] = [
+  const entries: [CountKey, string][] = [
     ['pending', 'pending'],
     ['running', 'running'],
     ['finished', 'finished'],
     ['failed', 'failed']
   ];
+  const dropped = tasks.dropped ?? 0;
+  const atLeast = dropped > 0;
   return (
-    <dl className="eugo-Tasks" aria-label="Tasks">
-      {entries.map(([key, label]) => (
-        <div
-          key={key}
-          className={`eugo-Tasks-item eugo-mod-${key} ${tasks[key] > 0 ? 'eugo-mod-nonzero' : ''}`}
-          data-state={key}
-        >
-          <dt>{label}</dt>
-          <dd>{(tasks[key] ?? 0).toLocaleString()}</dd>
-        </div>
-      ))}
-    </dl>
+    <div className="eugo-TaskCounts">
+      <dl
+        className={`eugo-Tasks ${atLeast ? 'eugo-mod-atleast' : ''}`}
+        aria-label="Tasks"
+      >
+        {entries.map(([key, label]) => {
+          const shown = (tasks[key] ?? 0).toLocaleString();
+          return (
+            <div
+              key={key}
+              className={`eugo-Tasks-item eugo-mod-${key} ${tasks[key] > 0 ? 'eugo-mod-nonzero' : ''}`}
+              data-state={key}
+            >
+              <dt>{label}</dt>
+              <dd aria-label={atLeast ? `at least ${shown}` : undefined}>
+                {atLeast ? `≥ ${shown}` : shown}
+              </dd>
+            </div>
+          );
+        })}
+      </dl>
+      {atLeast && (
+        <p className="eugo-Tasks-dropped" role="note">
+          {droppedNote(dropped)}
+        </p>
+      )}
+    </div>
   );
 }
 

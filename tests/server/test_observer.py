@@ -1,0 +1,123 @@
+"""The card's task counts on a real cluster: settled soon after a run, not recounted at rest.
+
+Counting tasks makes the GCS copy its whole task table (most of a second of the head's CPU at
+100,000 records), so a cluster whose work has stopped must not be recounted at every poll, and
+a run must still show in the counts, even one that starts and ends between two polls. A driver
+process stays connected between its runs, as a notebook's kernel does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+from eugo_jupyter.server import monitor
+from eugo_jupyter.server.manager import ClusterManager
+
+DEADLINE_S = 240.0  # generous: the machine is shared; conditions are polled, never timed
+
+DRIVER = textwrap.dedent(
+    """
+    import sys, ray
+    ray.init(address=sys.argv[1], logging_level="ERROR")
+    noop = ray.remote(num_cpus=1)(lambda: None)
+    for line in sys.stdin:
+        ray.get([noop.remote() for _ in range(int(line))])
+        print("done", flush=True)
+    """
+)
+
+
+class Driver:
+    """A connected Ray driver that runs ``n`` no-op tasks when told to, and says when done."""
+
+    def __init__(self, address: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, address],
+            env={**os.environ, "RAY_AUTH_MODE": "token"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, n: int) -> None:
+        """Run ``n`` tasks and wait until they all returned to the driver."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{n}\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "done"
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -> None:
+    counted: list[float] = []  # when the manager's reads included the counts (a table pass)
+
+    def read(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        data = monitor.read(*args, **kwargs)
+        if data["tasks"] is not None:
+            counted.append(time.monotonic())
+        return data
+
+    manager = ClusterManager(read=read, find_clusters=False)
+
+    async def counts_reach(cluster_id: str, n: int) -> dict[str, Any]:
+        """Poll as the panel does until the finished count shows ``n``."""
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            model = await manager.get_cluster(cluster_id)
+            assert model is not None
+            if model["tasks"]["finished"] >= n:
+                return model
+            assert time.monotonic() < deadline, f"counts never showed {n}: {model['tasks']}"
+            await asyncio.sleep(0.25)
+
+    async def scenario() -> None:
+        model = await manager.create({"kind": "local", "name": "pace", "head": {"num_cpus": 1}})
+        cluster_id = model["id"]
+        driver = None
+        try:
+            model = await manager.wait_until_running(cluster_id, timeout=600)
+            driver = Driver(str(model["address"]))
+            await asyncio.get_running_loop().run_in_executor(None, driver.run, 20)
+            model = await counts_reach(cluster_id, 20)
+            assert model["tasks"] == {
+                "pending": 0, "running": 0, "finished": 20, "failed": 0, "dropped": 0,
+            }  # fmt: skip
+
+            # At rest, the panel keeps polling (every probe): once the final count after the
+            # run is in, the task table is not copied again.
+            spacing = manager.observer.probe_every * 1.2  # a panel's polls, as fast as it helps
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                before = len(counted)
+                await asyncio.sleep(spacing)
+                await manager.get_cluster(cluster_id)
+                if len(counted) == before:
+                    break
+                assert time.monotonic() < deadline, "the counts never came to rest"
+            at_rest = len(counted)
+            for _ in range(12):
+                await asyncio.sleep(spacing)
+                await manager.get_cluster(cluster_id)
+            assert len(counted) == at_rest
+
+            # A run that starts and ends while nobody polls still shows once polls resume.
+            await asyncio.get_running_loop().run_in_executor(None, driver.run, 5)
+            model = await counts_reach(cluster_id, 25)
+            assert model["tasks"]["running"] + model["tasks"]["pending"] == 0
+        finally:
+            if driver is not None:
+                driver.close()
+            await manager.delete(cluster_id)
+            await manager.close()
+
+    asyncio.run(scenario())
