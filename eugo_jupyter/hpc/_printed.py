@@ -51,6 +51,20 @@ _current: contextvars.ContextVar[_CallSink | None] = contextvars.ContextVar(
 )
 
 
+def _wait(ref: Any) -> None:
+    """Wait for the hub's reply ``ref``. In an async actor (its ``__init__``, plain and generator
+    methods) not with ``ray.get``, which Ray refuses there: it warns into the notebook. Its
+    future is set from Ray's own threads, so waiting on it cannot hold up its own reply."""
+    from .._raystate import in_async_actor
+
+    if in_async_actor():
+        ref.future().result()
+    else:
+        import ray
+
+        ray.get(ref)
+
+
 class _CallSink(_Sink):
     """A call's sink, keyed by its task id, that names its node in its first batch."""
 
@@ -77,35 +91,14 @@ class _CallSink(_Sink):
         return tail
 
     def finish(self) -> None:
-        """Send the rest and wait until the hub holds every batch (only if anything printed).
-
-        In an async actor (a plain method of it) Ray refuses to block: sent, not waited for.
-        """
-        import ray
-
-        from .._raystate import in_async_actor
-
-        if in_async_actor():
-            return self.finish_unwaited()
+        """Send the rest and wait until the hub holds every batch (only if anything printed)."""
         tail = self._tail()
         if tail is None:
             return
         if tail:
-            ray.get(self._hub.write.remote(self._cell_id, self.sent, tail))
+            _wait(self._hub.write.remote(self._cell_id, self.sent, tail))
             self.sent += 1
-        ray.get(self._hub.done.remote(self._cell_id, self.sent))
-
-    def finish_unwaited(self) -> None:
-        """:meth:`finish` without waiting for the hub: for an actor's ``__init__``, which returns
-        no value to wait for and runs in an async actor's event loop, where blocking is refused
-        (the hub takes this worker's calls in the order they were sent)."""
-        tail = self._tail()
-        if tail is None:
-            return
-        if tail:
-            self._hub.write.remote(self._cell_id, self.sent, tail)
-            self.sent += 1
-        self._hub.done.remote(self._cell_id, self.sent)
+        _wait(self._hub.done.remote(self._cell_id, self.sent))
 
     async def finish_async(self) -> None:
         """:meth:`finish` for an async actor: awaits the hub instead of blocking its loop."""
@@ -122,16 +115,10 @@ class _CallSink(_Sink):
         return None if self.lost else self.send()
 
     def sync(self) -> None:
-        """Before a generator yields: the lines of its step are at the hub (sent only, in an
-        async actor, where Ray refuses to block)."""
+        """Before a generator yields: the lines of its step are at the hub."""
         ref = self._step_batch()
         if ref is not None:
-            import ray
-
-            from .._raystate import in_async_actor
-
-            if not in_async_actor():
-                ray.get(ref)
+            _wait(ref)
 
     async def sync_async(self) -> None:
         ref = self._step_batch()
@@ -439,16 +426,6 @@ def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: di
         sink.finish()
 
 
-def _init_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: dict) -> None:
-    """An actor's ``__init__`` with its prints sent to the hub, never blocking on it."""
-    sink = _CallSink(hub_name)
-    try:
-        with _printing(sink):
-            fn(*args, **kwargs)
-    finally:
-        sink.finish_unwaited()
-
-
 async def _awaited_printing(fn: Callable[..., Any], hub_name: str, args: tuple,
                             kwargs: dict) -> Any:  # fmt: skip
     if _current.get() is not None:
@@ -527,12 +504,6 @@ def _wrapped(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
             return await _awaited_printing(fn, hub_name, args, kwargs)
 
         run = coro
-    elif fn.__name__ == "__init__":
-
-        def init(*args: Any, **kwargs: Any) -> None:
-            _init_printing(fn, hub_name, args, kwargs)
-
-        run = init
     else:
 
         def plain(*args: Any, **kwargs: Any) -> Any:

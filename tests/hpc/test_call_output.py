@@ -384,8 +384,8 @@ def test_calls_with_optimize_print_under_the_calling_cell_once(kernel: Kernel) -
 
 
 def test_an_async_actors_plain_methods_print_without_blocking_its_loop(kernel: Kernel) -> None:
-    """Ray refuses a blocking ``ray.get`` in an async actor (it warns, and the loop would
-    stall): its ``__init__``, plain and generator methods hand their lines over unwaited."""
+    """Ray refuses a blocking ``ray.get`` in an async actor (it warns into the notebook): its
+    ``__init__``, plain and generator methods hand their lines over without one."""
     cell = kernel.run(
         """
         import asyncio
