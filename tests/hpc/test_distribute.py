@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,21 +186,33 @@ def test_put_once_share_many(ray_local: Any) -> None:
     assert eugo.hpc.get([total(table, k) for k in range(3)]) == [0, 499500, 999000]
 
 
-def test_cancel_a_queued_task(ray_local: Any) -> None:
-    latch = Latch()
-    blocker = after.options(num_cpus=2)(latch, 1.0)
+@eugo.hpc.distribute
+def hold(folder: str, value: float) -> float:
+    """Hold this call's CPUs until the file ``release`` appears in ``folder``.
+
+    It never calls into Ray while it holds them: a task blocked in ``get`` lends its CPUs back,
+    and a queued call could run in that gap.
+    """
+    (Path(folder) / "begun").touch()
+    while not (Path(folder) / "release").exists():
+        time.sleep(0.05)
+    return value
+
+
+def test_cancel_a_queued_task(ray_local: Any, tmp_path: Path) -> None:
+    blocker = hold.options(num_cpus=2)(str(tmp_path), 1.0)
     deadline = time.monotonic() + 120
     # Until the blocker runs, so holds both CPUs. (The cluster's free-CPU figure lags: right
     # after the previous test's tasks it can read 0 before the blocker started, and the
     # "queued" call then ran and finished before it was cancelled.)
-    while eugo.hpc.get(latch.begun()) == 0:
+    while not (tmp_path / "begun").exists():
         assert time.monotonic() < deadline, "the blocking task never started"
-        time.sleep(0.2)
+        time.sleep(0.05)
     queued = square(3)
     eugo.hpc.cancel(queued)
     with pytest.raises(ray.exceptions.TaskCancelledError):
         eugo.hpc.get(queued, timeout=60)
-    eugo.hpc.get(latch.release())
+    (tmp_path / "release").touch()
     assert eugo.hpc.get(blocker) == 1.0
 
 
