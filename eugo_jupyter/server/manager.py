@@ -393,8 +393,7 @@ class ClusterManager:
         args = (cluster.record,) if add else (cluster.record, node)
         cluster.record.update(await loop.run_in_executor(self._slow, call, *args))
         self._save(cluster)
-        cluster.read_at = 0.0
-        await self.observer.fresh(cluster)
+        await self.observer.changed(cluster)
         return self._model(cluster)
 
     async def add_node(self, cluster_id: str) -> ClusterModel | None:

@@ -77,6 +77,18 @@ class Observer:
             except asyncio.TimeoutError:
                 pass
 
+    async def changed(self, cluster: Any) -> None:
+        """The record just changed (a job added or removed): read the cluster again.
+
+        A read that began before the change would put the old jobs back on the card when it
+        ends, so it is waited for (its outcome is its own) before the new read starts.
+        """
+        running = cluster.refreshing
+        if running is not None and not running.done():
+            await asyncio.wait([running])
+        cluster.read_at = 0.0
+        await self.fresh(cluster)
+
     async def observe(self, cluster: Any) -> Observed:
         """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
         loop = asyncio.get_running_loop()

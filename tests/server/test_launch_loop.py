@@ -11,6 +11,7 @@ fake runs the backend contract suite with the real backends (test_backend_contra
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -170,6 +171,34 @@ def test_add_and_remove_node_go_through_the_backend() -> None:
         shrunk = await manager.remove_node(model["id"], added)
         assert shrunk is not None and [j["role"] for j in shrunk["fake"]["jobs"]] == ["head"]
         assert fake.jobs[added] == "ended"
+        await manager.delete(model["id"])
+
+    _run(scenario)
+
+
+def test_a_node_added_while_a_read_is_under_way_is_on_the_card_it_returns() -> None:
+    fake = FakeBackend()
+
+    async def scenario() -> None:
+        manager = _manager(fake)
+        model = await manager.create({**BODY, "fake": {"nodes": 1}})
+        fake.move(model["fake"]["jobs"][0]["id"], "running")
+        await manager.wait_until_running(model["id"], timeout=10)
+        # A poll's read asks the scheduler before the node is added, and answers after.
+        gate = fake.state_gate = threading.Event()
+        poll = asyncio.ensure_future(manager.get_cluster(model["id"], fresh=True))
+        await asyncio.get_running_loop().run_in_executor(None, fake.state_entered.wait, 10)
+        grow = asyncio.ensure_future(manager.add_node(model["id"]))
+
+        async def submitted() -> bool:
+            return len(fake.jobs) == 2
+
+        await _until(submitted, "the worker job submitted")
+        gate.set()
+        grown = await grow
+        assert grown is not None
+        assert [j["role"] for j in grown["fake"]["jobs"]] == ["head", "worker"]
+        await poll
         await manager.delete(model["id"])
 
     _run(scenario)
