@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = tempfile.TemporaryDirectory(prefix="eugo-test-optimize-cache-")
     _optimize_cache.update(folder=folder, old=os.environ.get("EUGO_OPTIMIZE_CACHE"))
     os.environ["EUGO_OPTIMIZE_CACHE"] = folder.name
+    # Ctrl-C as a user presses it: a run started in the background (`cmd &`) inherits SIGINT
+    # ignored, and then `_thread.interrupt_main()` does nothing; the interrupt tests need it.
+    # Child processes inherit the handler's reset (default), not the ignore.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

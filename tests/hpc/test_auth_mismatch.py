@@ -25,20 +25,23 @@ def open_cluster() -> Iterator[str]:
     args, port, _ = ray_start.head_arguments(ray_start.NodeSpec(num_cpus=1), ip, temp_dir)
     env = {**ray_start.environment(), "RAY_AUTH_MODE": "disabled"}
     for _ in range(2):  # a busy machine can make the raylet miss ray start's 30 s window
-        done = subprocess.run(
+        start = subprocess.Popen(
             [ray_start.ray_executable(), "start", *args],
-            env=env, capture_output=True, text=True, start_new_session=True, timeout=300,
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
         )  # fmt: skip
-        if done.returncode == 0:
+        # Every process it starts is in its session's group (the Ray client server's command
+        # line does not name the temp dir: the group finds it).
+        out, _ = start.communicate(timeout=300)
+        if start.returncode == 0:
             break
-        processes.stop([], temp_dir)
+        processes.stop([start.pid], temp_dir)
         make_private(temp_dir)
     try:
-        assert done.returncode == 0, done.stdout[-2000:]
+        assert start.returncode == 0, out[-2000:]
         yield f"{ip}:{port}"
     finally:
-        # Its processes all name the temp dir in their command lines: that finds every one.
-        assert processes.stop([], temp_dir) == []
+        assert processes.stop([start.pid], temp_dir) == []
 
 
 def test_the_probe_sees_authentication_off(open_cluster: str) -> None:
