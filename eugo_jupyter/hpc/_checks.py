@@ -30,17 +30,19 @@ _verdicts: dict[RequestKey, str] = {}
 _unavailable_until = 0.0
 
 
-def current_snapshot(max_age: float = _MAX_AGE) -> Snapshot | None:
+def current_snapshot(max_age: float = _MAX_AGE, asked: bool = False) -> Snapshot | None:
     """The cluster's nodes and demands, at most ``max_age`` seconds old; None if unreadable.
 
-    A ``ray://`` client cannot reach the GCS: then there is no snapshot and no check.
+    A ``ray://`` client cannot reach the GCS: then there is no snapshot and no check. After a
+    failed read the checks of calls leave the cluster alone for 30 s; ``asked=True`` (the user
+    asked to see the cluster) reads it anyway.
     """
     global _snap, _snap_at, _snap_generation, _unavailable_until
     now = time.monotonic()
     fresh = _snap is not None and now - _snap_at < max_age
     if fresh and _snap_generation == _session.generation:
         return _snap
-    if now < _unavailable_until and _snap_generation == _session.generation:
+    if not asked and now < _unavailable_until and _snap_generation == _session.generation:
         return None
     try:
         address = _session.connection().address

@@ -101,7 +101,7 @@ def waiting() -> WaitingList:
     >>> eugo.hpc.waiting()               # doctest: +SKIP
     1 x 1 GPU and 1 CPU (heavy_math): NEVER RUNS: needs 1 GPU and 1 CPU; no node in this ...
     """
-    snap = _checks.current_snapshot(max_age=0)
+    snap = _checks.current_snapshot(max_age=0, asked=True)
     if snap is None:
         return WaitingList()
     return waiting_from(snap, _submissions.functions_by_request())
@@ -114,7 +114,7 @@ def cluster() -> ClusterInfo:
     embedded local Ray: 1 node, 2/2 CPUs free, 0/0 GPUs free
     """
     conn = _session.connection()
-    snap = _checks.current_snapshot(max_age=0)
+    snap = _checks.current_snapshot(max_age=0, asked=True)
     nodes = snap.nodes if snap else []
     found = waiting_from(snap, _submissions.functions_by_request()) if snap else WaitingList()
     return ClusterInfo(

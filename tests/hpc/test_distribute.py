@@ -237,3 +237,20 @@ def test_cluster_describes_nodes_in_text_and_html(ray_local: Any) -> None:
     bundle = info._repr_mimebundle_()
     assert "<table>" in bundle["text/html"] and bundle["text/plain"] == str(info)
     assert info.dashboard_url and info.dashboard_url.startswith("http://127.0.0.1:")
+
+
+def test_cluster_reads_the_nodes_even_after_a_call_check_could_not(
+    ray_local: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's check that could not read the cluster (a timeout on a busy machine, injected
+    here) makes the checks wait 30 s; asking for the cluster still shows its node."""
+    from eugo_jupyter.hpc import _checks
+
+    def timed_out(address: str) -> Any:
+        raise TimeoutError("the GCS did not answer in time")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(_checks, "snapshot", timed_out)
+        assert _checks.current_snapshot(max_age=0) is None
+    info = eugo.hpc.cluster()
+    assert info.total("CPU") == 2 and "embedded local Ray: 1 node" in str(info)
