@@ -36,9 +36,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # ignored, and then `_thread.interrupt_main()` does nothing; the interrupt tests need it.
     # Child processes inherit the handler's reset (default), not the ignore.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    # Ray gives a head's GCS 30 s to bind its port; on a loaded 2-core runner it once took
-    # longer (every test of a module then errored). Waiting is not failing: give it 120 s.
-    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
