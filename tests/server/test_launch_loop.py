@@ -14,6 +14,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,14 @@ def _run(scenario: Callable[[], Awaitable[None]]) -> None:
 
 
 BODY = {"kind": "fake", "name": "f", "lifetime": "persistent", "fake": {"nodes": 2}}
+
+
+async def _running(manager: ClusterManager, fake: FakeBackend, nodes: int) -> dict[str, Any]:
+    """A fake cluster of ``nodes`` running jobs, once the manager has seen it run."""
+    model = await manager.create({**BODY, "fake": {"nodes": nodes}})
+    for job in model["fake"]["jobs"]:
+        fake.move(job["id"], "running")
+    return dict(await manager.wait_until_running(model["id"], timeout=10))
 
 
 def test_queued_jobs_keep_the_launch_starting_then_it_runs_once_every_node_joined() -> None:
@@ -161,9 +170,7 @@ def test_add_and_remove_node_go_through_the_backend() -> None:
 
     async def scenario() -> None:
         manager = _manager(fake)
-        model = await manager.create({**BODY, "fake": {"nodes": 1}})
-        fake.move(model["fake"]["jobs"][0]["id"], "running")
-        await manager.wait_until_running(model["id"], timeout=10)
+        model = await _running(manager, fake, nodes=1)
         grown = await manager.add_node(model["id"])
         assert grown is not None
         added = grown["fake"]["jobs"][-1]["id"]
@@ -181,9 +188,7 @@ def test_a_node_added_while_a_read_is_under_way_is_on_the_card_it_returns() -> N
 
     async def scenario() -> None:
         manager = _manager(fake)
-        model = await manager.create({**BODY, "fake": {"nodes": 1}})
-        fake.move(model["fake"]["jobs"][0]["id"], "running")
-        await manager.wait_until_running(model["id"], timeout=10)
+        model = await _running(manager, fake, nodes=1)
         # A poll's read asks the scheduler before the node is added, and answers after.
         gate = fake.state_gate = threading.Event()
         poll = asyncio.ensure_future(manager.get_cluster(model["id"], fresh=True))
