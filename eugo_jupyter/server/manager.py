@@ -252,8 +252,9 @@ class ClusterManager:
         if cluster is None:
             return None
         if fresh:
-            cluster.read_at = 0.0
-        await self.observer.fresh(cluster)
+            await self.observer.read_again(cluster)
+        else:
+            await self.observer.fresh(cluster)
         return self._model(cluster)
 
     async def wait_until_running(
@@ -393,7 +394,7 @@ class ClusterManager:
         args = (cluster.record,) if add else (cluster.record, node)
         cluster.record.update(await loop.run_in_executor(self._slow, call, *args))
         self._save(cluster)
-        await self.observer.changed(cluster)
+        await self.observer.read_again(cluster)
         return self._model(cluster)
 
     async def add_node(self, cluster_id: str) -> ClusterModel | None:

@@ -77,11 +77,12 @@ class Observer:
             except asyncio.TimeoutError:
                 pass
 
-    async def changed(self, cluster: Any) -> None:
-        """The record just changed (a job added or removed): read the cluster again.
+    async def read_again(self, cluster: Any) -> None:
+        """A read that begins now: after the record changed (a job added or removed), or when a
+        caller asks for today's data.
 
-        A read that began before the change would put the old jobs back on the card when it
-        ends, so it is waited for (its outcome is its own) before the new read starts.
+        A read already under way began before: it would give the old jobs and states, so it is
+        waited for (its outcome is its own) before the new read starts.
         """
         running = cluster.refreshing
         if running is not None and not running.done():

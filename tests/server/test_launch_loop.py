@@ -209,6 +209,29 @@ def test_a_node_added_while_a_read_is_under_way_is_on_the_card_it_returns() -> N
     _run(scenario)
 
 
+def test_a_fresh_read_asked_while_a_read_is_under_way_is_a_new_one() -> None:
+    fake = FakeBackend()
+
+    async def scenario() -> None:
+        manager = _manager(fake)
+        model = await _running(manager, fake, nodes=2)
+        worker = model["fake"]["jobs"][1]["id"]
+        # A read asks the scheduler while the worker job runs, and answers after it ended.
+        gate = fake.state_gate = threading.Event()
+        first = asyncio.ensure_future(manager.get_cluster(model["id"], fresh=True))
+        await asyncio.get_running_loop().run_in_executor(None, fake.state_entered.wait, 10)
+        fake.move(worker, "ended")
+        second = asyncio.ensure_future(manager.get_cluster(model["id"], fresh=True))
+        gate.set()
+        seen = await second
+        assert seen is not None
+        assert [j["state"] for j in seen["fake"]["jobs"]] == ["running", "ended"]
+        await first
+        await manager.delete(model["id"])
+
+    _run(scenario)
+
+
 def test_a_refused_submit_is_the_requests_error_and_leaves_nothing() -> None:
     fake = FakeBackend()
     fake.refuse_submit = "invalid queue"
