@@ -75,6 +75,7 @@ class _Cluster:
     observed_at: float = 0.0  # the backend's view was last asked for
     pace: CountsPace | None = None  # when the task counts are read again (the observer's)
     refreshing: asyncio.Task[None] | None = None
+    counting: asyncio.Task[None] | None = None  # a task-count read in the background
     launching: asyncio.Task[None] | None = None
     limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
     watching: asyncio.Task[None] | None = None
@@ -186,7 +187,7 @@ class ClusterManager:
         ours = [c for c in self._clusters.values() if self._stops_with_server(c)]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
         for cluster in self._clusters.values():  # the others outlive us: stop watching them
-            for task in (cluster.launching, cluster.refreshing):
+            for task in (cluster.launching, cluster.refreshing, cluster.counting):
                 if task is not None and not task.done():
                     task.cancel()
         watchdog.end(self._watchdog)

@@ -5,8 +5,9 @@ data is old enough to read again (one read at a time), a read asks the backend w
 most every ``max_age`` seconds; an ended cluster turns "stopped", once) and then the cluster's
 Ray state (:func:`.monitor.read`, in a thread, at most every ``probe_every`` seconds), and the
 data in hand answers steady polls at once. The task counts, the one costly part for the head,
-are read only when :class:`.pacing.CountsPace` says so: while work moves, and just after it
-stops. The manager holds one Observer and never reads Ray itself.
+are read only when :class:`.pacing.CountsPace` says so (while work moves, and just after it
+stops), in the background, one count read at a time, while the probes go on. The manager holds
+one Observer and never reads Ray itself.
 
 >>> observer = Observer(backends, monitor.read, 2.0, 5.0, pool, save)       # doctest: +SKIP
 >>> await observer.fresh(cluster)                                            # doctest: +SKIP
@@ -155,9 +156,52 @@ class Observer:
         cluster.status, cluster.error = "running", None
 
     async def read(self, cluster: Any) -> dict[str, Any]:
-        """The cluster's Ray state; its task counts only when they are due (else ``None``)."""
+        """The cluster's Ray state without waiting for the task counts (``tasks`` None: the last
+        ones are kept), unless none were read yet or the manager asked for today's data.
+
+        The cheap probe runs at every read; when the pace says the counts are due, a count read
+        starts in the background (:meth:`_count`), one at a time. A probe that sees the work stop
+        while a count read is under way does not wait for it: the final read is booked and
+        starts the moment the other ends, so the counts' lag after a run is at most two reads.
+        """
         loop = asyncio.get_running_loop()
-        record = cluster.record
+        pace = self._pace(cluster)
+        forced = not cluster.read_at  # never read, or the manager asked for today's data
+        address, timeout = str(cluster.record["address"]), self.read_timeout
+
+        def probe() -> tuple[dict[str, Any], float | None]:
+            data = self._read_cluster(address, None, timeout, counts=False)
+            tasks = cluster.monitoring["tasks"]
+            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
+            wait = pace.due(
+                time.monotonic(),
+                moving=bool(data.get("moving")),
+                mark=str(data.get("mark", "")),
+                unsettled=unsettled,
+            )
+            return data, wait
+
+        data, wait = await asyncio.wait_for(
+            loop.run_in_executor(None, probe), timeout=self.read_timeout * 3
+        )
+        counting = cluster.counting
+        under_way = counting is not None and not counting.done()
+        if forced:
+            if under_way:
+                await asyncio.wait([counting])  # it began before: its counts are old
+            tasks = await self._count_once(cluster, pace.moving)
+            data["tasks"] = tasks
+            return data
+        if wait is None:
+            return data
+        if under_way:
+            if not pace.moving:
+                pace.defer(time.monotonic() + wait)  # the final read, right after this one
+            return data
+        cluster.counting = asyncio.ensure_future(self._count(cluster, wait))
+        return data
+
+    def _pace(self, cluster: Any) -> CountsPace:
         if cluster.pace is None:
             # A cluster the Manager launched reports its task events every REPORT_EVERY_MS;
             # one it connected to, as Ray does by default, every second.
@@ -167,43 +211,48 @@ class Observer:
                 busy_every=self.max_age, settle=report + 0.05, report_every=report
             )
         pace: CountsPace = cluster.pace
-        forced = not cluster.read_at  # never read, or the manager asked for today's data
+        return pace
+
+    async def _count(self, cluster: Any, wait: float | None) -> None:
+        """Count reads in the background, from ``wait`` seconds on, while the pace books more:
+        the final one after a run, and once more when that one still saw tasks in flight."""
+        pace = self._pace(cluster)
+        while wait is not None:
+            await asyncio.sleep(wait)
+            try:
+                tasks = await self._count_once(cluster, pace.moving)
+            except Exception:  # noqa: BLE001 - the GCS may be busy: the next probe books again
+                return
+            if tasks is not None and cluster.status not in ("stopping", "stopped"):
+                cluster.monitoring = {**cluster.monitoring, "tasks": tasks}
+                cluster.updated = timestamp()
+            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
+            wait = pace.after(time.monotonic(), unsettled=unsettled and not pace.moving)
+
+    async def _count_once(self, cluster: Any, moving: bool) -> dict[str, int] | None:
+        """One read with the task counts (a pass over the GCS's task table); None: unknown."""
+        loop = asyncio.get_running_loop()
+        pace = self._pace(cluster)
+        record = cluster.record
         address, timeout = str(record["address"]), self.read_timeout
 
-        def read() -> dict[str, Any]:
-            probe = self._read_cluster(address, None, timeout, counts=False)
-            moving = bool(probe.get("moving"))
-            tasks = cluster.monitoring["tasks"]
-            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
-            mark = str(probe.get("mark", ""))
-            wait = pace.due(time.monotonic(), moving=moving, mark=mark, unsettled=unsettled)
-            if forced:
-                wait = 0.0
-            if wait is None:
-                return probe  # no task counts this time: the last ones are kept
+        def count() -> dict[str, int] | None:
             # Task counts may go through the dashboard with this account's token: only to a
             # proven one.
             dashboard = self.dashboard_decision(record).url
-            while wait is not None:
-                time.sleep(wait)  # the final counts: once the last task events are in
-                began = time.monotonic()
-                pace.began(began, moving=moving)
+            began = time.monotonic()
+            pace.began(began, moving=moving)
+            try:
                 data = self._read_cluster(address, dashboard, timeout, counts=True)
+            finally:
                 pace.took(time.monotonic() - began)
-                if dashboard is None and record.get("dashboard_url"):
-                    data["tasks"] = None  # not zero: unknown now (the last counts are kept)
-                    break
-                # A final read that still saw tasks in flight is repeated once, as soon as
-                # their last events must be in (the pace says when; it says so only once).
-                tasks = data["tasks"]
-                unsettled = bool(tasks and tasks["pending"] + tasks["running"])
-                wait = None
-                if pace.final and unsettled and not moving:
-                    wait = pace.due(time.monotonic(), moving=False, mark=mark, unsettled=True)
-            return data
+            if dashboard is None and record.get("dashboard_url"):
+                return None  # not zero: unknown now (the last counts are kept)
+            tasks: dict[str, int] | None = data["tasks"]
+            return tasks
 
         return await asyncio.wait_for(
-            loop.run_in_executor(None, read), timeout=self.read_timeout * 3
+            loop.run_in_executor(None, count), timeout=self.read_timeout * 3
         )
 
     def dashboard_decision(self, record: dict[str, Any]) -> proxy_policy.Decision:

@@ -15,7 +15,8 @@ whether work is ``moving`` and gives a ``mark`` that changes whenever a driver s
   between two probes): ``settle`` seconds later, time for the last task events to reach the
   GCS (workers and drivers report them every 0.25 s on a cluster the Manager launched, every
   second on others: a count read that still shows tasks in flight is repeated once after
-  ``report_every``);
+  ``report_every``); a read under way then (begun while the work moved) is not waited for by
+  the probes, and the final one starts the moment it ends (:meth:`CountsPace.defer`);
 - while nothing moves: every ``quiet_every`` seconds only, for work none of the signals shows
   (zero-CPU tasks that a worker, not a driver, submits);
 - after a pause in the probes (nobody polled): as after moving, since work may have come and
@@ -66,6 +67,8 @@ class CountsPace:
         self.moved = False  # work moved since the last count read started (or as it started)
         self.moving_since: float | None = None  # the first probe of the current movement
         self.final = False  # the last count read was the final one after the work stopped
+        self.moving = False  # what the last probe saw
+        self.wanted_at: float | None = None  # a read booked while another was under way
 
     def due(self, now: float, *, moving: bool, mark: str, unsettled: bool) -> float | None:
         """Seconds to wait before reading the counts (0: now), or None: not at this probe.
@@ -75,7 +78,7 @@ class CountsPace:
         """
         pause = self.probed_at is None or now - self.probed_at > 3 * self.busy_every
         changed = mark != self.mark
-        self.probed_at, self.mark = now, mark
+        self.probed_at, self.mark, self.moving = now, mark, moving
         if self.read_at is None:
             self.moving_since = now if moving else None
             return 0.0
@@ -111,3 +114,23 @@ class CountsPace:
     def took(self, seconds: float) -> None:
         """The count read that began last took ``seconds`` (it paces the next ones)."""
         self.cost = seconds
+
+    def defer(self, at: float) -> None:
+        """A count read fell due (to start at ``at``) while another was under way: it starts
+        as soon as that one ends (:meth:`after`), not at the next probe after it."""
+        self.wanted_at = at if self.wanted_at is None else min(self.wanted_at, at)
+
+    def after(self, now: float, *, unsettled: bool) -> float | None:
+        """The count read that began last ended at ``now``: seconds until the next one starts,
+        or None. ``unsettled``: it saw tasks in flight with no work moving.
+
+        A read booked meanwhile (:meth:`defer`) starts when it was due, or at once; a final
+        read that still saw tasks in flight is repeated once, a report interval after it began.
+        """
+        if self.wanted_at is not None:
+            wait, self.wanted_at = max(0.0, self.wanted_at - now), None
+            return wait
+        if unsettled and self.final and self.read_at is not None:
+            self.final = False
+            return max(0.0, self.report_every - (now - self.read_at))
+        return None

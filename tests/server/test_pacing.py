@@ -73,3 +73,29 @@ def test_after_a_pause_in_the_probes_the_counts_are_read_again() -> None:
     pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
     probes = [(0.0, False, "a", False), (0.5, False, "a", False), (30.0, False, "a", False)]
     assert _reads(pace, probes) == [0.0, 30.3]  # work may have come and gone unseen
+
+
+def test_a_stop_seen_during_a_count_read_books_the_final_one_for_right_after_it() -> None:
+    pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
+    pace.due(0.0, moving=True, mark="a", unsettled=True)
+    pace.began(0.0, moving=True)  # a count read of 1.5 s (100,000 records) while work moves
+    # The work stops at 0.4; the probes go on during the read and book the final one.
+    for now in (0.5, 1.0):
+        wait = pace.due(now, moving=False, mark="a", unsettled=True)
+        assert wait == 0.3
+        pace.defer(now + wait)
+    pace.took(1.5)
+    assert pace.after(1.5, unsettled=True) == 0.0  # its settle passed during the other read
+    pace.began(1.5, moving=False)
+    assert pace.final
+    pace.took(1.5)
+    assert pace.after(3.0, unsettled=False) is None  # the counts are final: at rest now
+
+
+def test_a_read_booked_for_later_than_the_end_of_the_one_under_way_waits_for_its_time() -> None:
+    pace = CountsPace(busy_every=2.0, settle=0.3, quiet_every=60.0)
+    pace.due(0.0, moving=True, mark="a", unsettled=True)
+    pace.began(0.0, moving=True)
+    pace.defer(0.9)
+    pace.took(0.5)
+    assert pace.after(0.5, unsettled=True) == 0.4
