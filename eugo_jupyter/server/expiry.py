@@ -3,7 +3,8 @@
 Both are optional and set at launch (``"idle_timeout"`` and ``"max_lifetime"``, in seconds, in
 the body of ``POST /eugo/clusters``). A cluster is *idle* when it has no running or pending task
 and no connected driver (a kernel that called ``eugo.hpc.init``, a job). The manager observes it
-every few seconds (:func:`watch`, a task of its own) with :func:`busy`, feeds
+every few seconds (:func:`watch`, a task of its own) with :func:`busy` (whether a driver is
+connected: a cheap read; the task counts only to confirm an idle verdict before stopping), feeds
 :meth:`Expiry.observe`, and stops the cluster when a reason comes back; the model's ``expiry``
 says what will happen and, afterwards, what happened.
 
@@ -136,6 +137,20 @@ class Expiry:
             self.fired_at = now
         return self.fired
 
+    def idle_due(self, now: float) -> bool:
+        """Whether one more idle look at ``now`` would stop the cluster for idleness.
+
+        >>> e = Expiry(idle_timeout=60, max_lifetime=None, started=0.0, idle_since=5.0)
+        >>> e.idle_due(30.0), e.idle_due(65.0)
+        (False, True)
+        """
+        return (
+            not self.fired
+            and self.idle_timeout is not None
+            and self.idle_since is not None
+            and now - self.idle_since >= self.idle_timeout
+        )
+
     def reason(self) -> str | None:
         if self.fired == "idle":
             return (
@@ -173,10 +188,16 @@ class Expiry:
         }
 
 
-def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> bool:
+def busy(
+    gcs_address: str, dashboard_url: str | None, timeout: float = 5.0, counts: bool = True
+) -> bool:
     """Whether the cluster has a connected driver or a running or pending task (blocking).
 
-    A cluster that cannot be read counts as busy: never stop on a guess.
+    With ``counts=False``, only whether a driver is connected: one job-table read. The task
+    counts make the GCS copy its whole task table (most of a second of the head's CPU at
+    100,000 records), so :func:`watch` reads them only to confirm an idle verdict before it
+    stops the cluster (a task that a detached actor runs has no driver). A cluster that cannot
+    be read counts as busy: never stop on a guess.
     """
     from .._raystate import has_live_driver
     from .monitor import _tasks_or_none, _use_token_auth
@@ -187,17 +208,24 @@ def busy(gcs_address: str, dashboard_url: str | None, timeout: float = 5.0) -> b
             return True
     except Exception:  # noqa: BLE001 - not readable now: busy, look again later
         return True
+    if not counts:
+        return False
     tasks = _tasks_or_none(gcs_address, dashboard_url, int(max(1, timeout)))
     if tasks is None:
         return True
     return tasks["running"] + tasks["pending"] > 0
 
 
-def _busy_now(cluster: Watched, dashboard: Callable[[], str | None] | None, timeout: float) -> bool:
+def _busy_now(
+    cluster: Watched, dashboard: Callable[[], str | None] | None, timeout: float, counts: bool
+) -> bool:
+    address = str(cluster.record["address"])
+    if not counts:
+        return busy(address, None, timeout, counts=False)
     url = dashboard() if dashboard else cluster.record.get("dashboard_url")
     if url is None and cluster.record.get("dashboard_url"):
         return True  # its dashboard may not get the token now: no task counts, so never idle
-    return busy(str(cluster.record["address"]), url, timeout)
+    return busy(address, url, timeout)
 
 
 class Watched(Protocol):
@@ -238,6 +266,13 @@ async def watch(
             save()
         # The task counts go to the dashboard with this account's token: ``dashboard()`` (run
         # in the thread, it may read /proc) says which one may receive it.
-        is_busy = await loop.run_in_executor(None, _busy_now, cluster, dashboard, read_timeout)
+        is_busy = await loop.run_in_executor(
+            None, _busy_now, cluster, dashboard, read_timeout, False
+        )
+        if not is_busy and limit.idle_due(time.time()):
+            # About to stop it for idleness: the task counts confirm first (one table pass).
+            is_busy = await loop.run_in_executor(
+                None, _busy_now, cluster, dashboard, read_timeout, True
+            )
         if cluster.status == "running" and limit.observe(is_busy, time.time()):
             await expire(limit.reason())

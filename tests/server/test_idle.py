@@ -193,3 +193,57 @@ def test_busy_resets_the_idle_clock_and_the_earlier_limit_counts_down() -> None:
     assert expiry.to_model(now=50)["stops_because"] == "max_lifetime"
     assert expiry.observe(busy=False, now=60) is None
     assert expiry.observe(busy=False, now=100) == "max_lifetime"
+
+
+class _Cluster:
+    status = "running"
+    record: dict[str, Any] = {"address": "127.0.0.1:1", "dashboard_url": None}
+
+
+def _watch_idle(monkeypatch: pytest.MonkeyPatch, task_counts_busy: bool) -> list[bool]:
+    """Run the idle watch over a 1 s idle timeout with no driver connected; the ``counts``
+    argument of each look (False: the cheap driver read; True: a pass over the task table).
+
+    The GCS is replaced by a recorder here (what the watch asks is the point); the real reads
+    are in the tests above.
+    """
+    from eugo_jupyter.server import expiry
+
+    looks: list[bool] = []
+
+    def busy(address: str, dashboard: str | None, timeout: float, counts: bool = True) -> bool:
+        looks.append(counts)
+        return counts and task_counts_busy and looks.count(True) == 1
+
+    monkeypatch.setattr(expiry, "busy", busy)
+    limit = Expiry(idle_timeout=1.0, max_lifetime=None, started=None)
+    reasons: list[str | None] = []
+
+    async def expire(reason: str | None) -> None:
+        reasons.append(reason)
+
+    asyncio.run(
+        expiry.watch(
+            _Cluster(), limit, known=lambda: not reasons, save=lambda: None, expire=expire,
+            read_timeout=1.0,
+        )
+    )  # fmt: skip
+    assert reasons == [limit.reason()] and limit.fired == "idle"
+    return looks
+
+
+def test_the_idle_watch_counts_tasks_only_to_confirm_before_stopping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each look is the cheap driver read; the task table is read once, before stopping.
+    looks = _watch_idle(monkeypatch, task_counts_busy=False)
+    assert looks.count(True) == 1 and looks[-1] is True and len(looks) >= 3
+
+
+def test_a_task_without_a_driver_found_when_confirming_restarts_the_idle_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A detached actor's task: no driver, but the counts show it running: not stopped then.
+    looks = _watch_idle(monkeypatch, task_counts_busy=True)
+    first, second = [i for i, counts in enumerate(looks) if counts]
+    assert second - first >= 3  # idle again for a whole timeout before the next confirmation
