@@ -8,6 +8,8 @@ client, whose authentication mode is global to the process:
 - :func:`auth_mismatch`: the sentence to show when this process and the cluster disagree (a
   client that sends a token to a cluster without authentication gets tasks that run and actors
   that "die before they ran"; Ray's message points nowhere near the cause).
+- :func:`speaks_gcs`: whether a ``host:port`` is a Ray GCS, within the timeout (Ray's own
+  client gives up on a port that accepts TCP but speaks no gRPC only after about 40 s).
 - :func:`speaks_ray_client`: whether a ``ray://`` address is a Ray client server.
 - :func:`tcp_answer` and :func:`reachable`: whether anything accepts a TCP connection at an
   address, the one place this package (its server, its kernels and its tests) asks that.
@@ -29,6 +31,7 @@ __all__ = [
     "client_sends_token",
     "gcs_wants_token",
     "reachable",
+    "speaks_gcs",
     "speaks_ray_client",
     "tcp_answer",
 ]
@@ -93,6 +96,12 @@ def gcs_wants_token(address: str, timeout: float = 5.0) -> bool | None:
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return True
     return None
+
+
+def speaks_gcs(address: str, timeout: float = 5.0) -> bool:
+    """Whether a Ray GCS answers at ``host:port`` within ``timeout`` seconds (with or without
+    authentication): one ``GetClusterId`` call."""
+    return gcs_wants_token(address, timeout) is not None
 
 
 def client_sends_token() -> bool:

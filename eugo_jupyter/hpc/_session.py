@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .._rayaddress import reachable
+from .._rayaddress import reachable, speaks_gcs
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 from . import _output
@@ -73,6 +73,16 @@ def _reachable(address: str, timeout: float = 3.0) -> bool:
     return reachable(address, timeout)
 
 
+def _speaks_ray(address: str, timeout: float = 5.0) -> bool:
+    """Whether a GCS answers at a ``host:port`` (a ``ray://`` address: only ray.init can tell).
+
+    Ray's own client takes about 40 s to give up on a port that accepts TCP but is no GCS.
+    """
+    if address.startswith("ray://") or address in ("auto", "local"):
+        return True
+    return speaks_gcs(address, timeout)
+
+
 def probe(address: str, timeout: float = 5.0) -> str | None:
     """Why this process could not switch to the cluster at ``address``, or None if it could.
 
@@ -87,6 +97,11 @@ def probe(address: str, timeout: float = 5.0) -> str | None:
         return f"No Ray cluster answers at {address}."
     if address.startswith("ray://") or address in ("auto", "local"):
         return None  # a Ray client server: only ray.init can tell
+    if not _speaks_ray(address, timeout):
+        return (
+            f"Something answers at {address}, but not as a Ray cluster's GCS (no answer to a "
+            f"GCS request within {timeout:g} s)."
+        )
     from .._raystate import snapshot
 
     use_token_auth()
@@ -123,8 +138,12 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     target, source = resolve_address(address)
     if target is None:
         _say_active_gone()
+    message = None
     if target and not _reachable(target):
         message = f"No Ray cluster answers at {target} (from {source})."
+    elif target and not _speaks_ray(target):
+        message = f"Something answers at {target} (from {source}), but not as a Ray cluster's GCS."
+    if target and message:
         if source.startswith("active cluster"):
             warnings.warn(
                 f"{message} Using an embedded local Ray instead; make another cluster active "

@@ -77,6 +77,24 @@ def test_unreachable_explicit_address_fails_fast() -> None:
         eugo.hpc.init(address="127.0.0.1:1")
 
 
+def test_an_address_that_answers_but_is_no_gcs_is_named_without_trying_ray() -> None:
+    import socket
+
+    import ray
+
+    import eugo_jupyter as eugo
+
+    eugo.hpc.shutdown()
+    # Ray's own client would retry such a port for about 40 s before a message about timeouts.
+    with socket.socket() as listener:  # accepts TCP, speaks no gRPC
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(ClusterError, match="but not as a Ray cluster's GCS"):
+            eugo.hpc.init(address=address)
+    assert not ray.is_initialized()
+
+
 def test_embedded_default_and_each_address_source(
     gpu_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -128,3 +128,15 @@ async def test_ray_scheme_address_that_is_not_a_ray_client_server_is_400(
     assert code == 400
     assert "not as a Ray client server" in message
     assert json.loads((await jp_fetch("eugo", "clusters")).body) == []  # nothing was added
+
+
+async def test_a_gcs_address_that_answers_but_is_not_a_gcs_is_400(
+    jp_fetch: Any, not_ray: int
+) -> None:
+    body = {"kind": "connect", "address": f"127.0.0.1:{not_ray}"}
+    code, message, _ = await _error(
+        jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body)
+    )
+    assert code == 400
+    assert "not as a Ray cluster's GCS" in message and "host:port" in message
+    assert json.loads((await jp_fetch("eugo", "clusters")).body) == []  # nothing was added
