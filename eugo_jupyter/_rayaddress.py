@@ -7,7 +7,8 @@ client, whose authentication mode is global to the process:
   without authentication.
 - :func:`auth_mismatch`: the sentence to show when this process and the cluster disagree (a
   client that sends a token to a cluster without authentication gets tasks that run and actors
-  that "die before they ran"; Ray's message points nowhere near the cause).
+  that "die before they ran"; Ray's message points nowhere near the cause);
+  :func:`mismatch_sentence` the same for a GCS already asked.
 - :func:`speaks_gcs`: whether a ``host:port`` is a Ray GCS, within the timeout (Ray's own
   client gives up on a port that accepts TCP but speaks no gRPC only after about 40 s).
 - :func:`speaks_ray_client`: whether a ``ray://`` address is a Ray client server.
@@ -30,6 +31,7 @@ __all__ = [
     "auth_mismatch",
     "client_sends_token",
     "gcs_wants_token",
+    "mismatch_sentence",
     "reachable",
     "speaks_gcs",
     "speaks_ray_client",
@@ -113,8 +115,13 @@ def client_sends_token() -> bool:
 def auth_mismatch(address: str, timeout: float = 5.0) -> str | None:
     """A sentence naming which side has token authentication on and how to match, or None."""
     wants = gcs_wants_token(address, timeout)
+    return None if wants is None else mismatch_sentence(address, wants)
+
+
+def mismatch_sentence(address: str, wants: bool) -> str | None:
+    """:func:`auth_mismatch` for a GCS already asked (``wants``: from :func:`gcs_wants_token`)."""
     sends = client_sends_token()
-    if wants is None or wants == sends:
+    if wants == sends:
         return None
     if sends:
         return (

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .._rayaddress import reachable, speaks_gcs
+from .._rayaddress import gcs_wants_token, mismatch_sentence, reachable, speaks_gcs
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
 from . import _output
@@ -67,20 +67,14 @@ def resolve_address(address: str | None = None) -> tuple[str | None, str]:
     return None, "embedded"
 
 
+def _is_gcs_address(address: str) -> bool:
+    """A ``host:port`` of a GCS, which can be asked before connecting (a ``ray://`` client
+    server, "auto" or "local": only ray.init can tell)."""
+    return not address.startswith("ray://") and address not in ("auto", "local")
+
+
 def _reachable(address: str, timeout: float = 3.0) -> bool:
-    if address.startswith("ray://") or address in ("auto", "local"):
-        return True
-    return reachable(address, timeout)
-
-
-def _speaks_ray(address: str, timeout: float = 5.0) -> bool:
-    """Whether a GCS answers at a ``host:port`` (a ``ray://`` address: only ray.init can tell).
-
-    Ray's own client takes about 40 s to give up on a port that accepts TCP but is no GCS.
-    """
-    if address.startswith("ray://") or address in ("auto", "local"):
-        return True
-    return speaks_gcs(address, timeout)
+    return not _is_gcs_address(address) or reachable(address, timeout)
 
 
 def probe(address: str, timeout: float = 5.0) -> str | None:
@@ -95,9 +89,9 @@ def probe(address: str, timeout: float = 5.0) -> str | None:
     """
     if not _reachable(address, timeout=min(timeout, 3.0)):
         return f"No Ray cluster answers at {address}."
-    if address.startswith("ray://") or address in ("auto", "local"):
+    if not _is_gcs_address(address):
         return None  # a Ray client server: only ray.init can tell
-    if not _speaks_ray(address, timeout):
+    if not speaks_gcs(address, timeout):  # Ray's own client takes 40 s to say so
         return (
             f"Something answers at {address}, but not as a Ray cluster's GCS (no answer to a "
             f"GCS request within {timeout:g} s)."
@@ -138,11 +132,15 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     target, source = resolve_address(address)
     if target is None:
         _say_active_gone()
-    message = None
+    message, wants = None, None  # wants: whether the GCS at target wants a token (asked once)
     if target and not _reachable(target):
         message = f"No Ray cluster answers at {target} (from {source})."
-    elif target and not _speaks_ray(target):
-        message = f"Something answers at {target} (from {source}), but not as a Ray cluster's GCS."
+    elif target and _is_gcs_address(target):
+        wants = gcs_wants_token(target)  # Ray's own client takes 40 s to fail on a non-GCS
+        if wants is None:
+            message = (
+                f"Something answers at {target} (from {source}), but not as a Ray cluster's GCS."
+            )
     if target and message:
         if source.startswith("active cluster"):
             warnings.warn(
@@ -181,12 +179,9 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         _keep_process_alive()  # before Ray reads its config (use_token_auth does)
         _notice_lost_machines()
         use_token_auth()
-        if not target.startswith("ray://") and target not in ("auto", "local"):
-            from .._rayaddress import auth_mismatch
-
-            mismatch = auth_mismatch(target)
-            if mismatch:
-                raise ClusterError(mismatch)
+        mismatch = None if wants is None else mismatch_sentence(target, wants)
+        if mismatch:
+            raise ClusterError(mismatch)
         context = ray.init(address=target, **ray_kwargs)
 
     secure_token_file()  # an embedded Ray may have just written a new token

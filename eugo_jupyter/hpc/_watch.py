@@ -59,7 +59,7 @@ def watched_address() -> str | None:
 def gone(address: str) -> str | None:
     """Why the cluster at ``address`` is gone, or None while its head answers."""
     global _unanswered
-    from .._rayaddress import gcs_wants_token, tcp_answer
+    from .._rayaddress import speaks_gcs, tcp_answer
 
     answer = tcp_answer(address, timeout=3.0)
     if answer == "refused":
@@ -67,7 +67,7 @@ def gone(address: str) -> str | None:
     if answer != "open":
         return "its head cannot be reached any more"
 
-    if gcs_wants_token(address, timeout=5.0) is None:
+    if not speaks_gcs(address, timeout=5.0):
         _unanswered += 1
         if _unanswered >= HUNG_AFTER:
             _unanswered = 0

@@ -140,14 +140,15 @@ def _protocol_problem(address: str) -> str | None:
             "of the head's client server (ray://host:10001 by default), or the GCS address "
             "(host:port) without ray://."
         )
-    if not _rayaddress.speaks_gcs(address, 5.0):  # Ray's own client takes 40 s to say so
+    wants = _rayaddress.gcs_wants_token(address, 5.0)  # one call: is it a GCS, and its auth
+    if wants is None:  # Ray's own client takes 40 s to say so
         return (
             f"Something answers at {address}, but not as a Ray cluster's GCS (no answer to a "
             "GCS request within 5 s). Give the head's GCS address (host:port), or "
             "ray://host:10001 for a Ray client server."
         )
     monitor.auth_headers()  # sets this process's auth mode, as a connection would
-    return _rayaddress.auth_mismatch(address, 5.0)
+    return _rayaddress.mismatch_sentence(address, wants)
 
 
 def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
