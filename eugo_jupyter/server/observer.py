@@ -171,13 +171,11 @@ class Observer:
 
         def probe() -> tuple[dict[str, Any], float | None]:
             data = self._read_cluster(address, None, timeout, counts=False)
-            tasks = cluster.monitoring["tasks"]
-            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
             wait = pace.due(
                 time.monotonic(),
                 moving=bool(data.get("moving")),
                 mark=str(data.get("mark", "")),
-                unsettled=unsettled,
+                unsettled=_in_flight(cluster.monitoring["tasks"]),
             )
             return data, wait
 
@@ -226,8 +224,7 @@ class Observer:
             if tasks is not None and cluster.status not in ("stopping", "stopped"):
                 cluster.monitoring = {**cluster.monitoring, "tasks": tasks}
                 cluster.updated = timestamp()
-            unsettled = bool(tasks and tasks["pending"] + tasks["running"])
-            wait = pace.after(time.monotonic(), unsettled=unsettled and not pace.moving)
+            wait = pace.after(time.monotonic(), unsettled=_in_flight(tasks) and not pace.moving)
 
     async def _count_once(self, cluster: Any, moving: bool) -> dict[str, int] | None:
         """One read with the task counts (a pass over the GCS's task table); None: unknown."""
@@ -275,3 +272,8 @@ class Observer:
             data["tasks"] = cluster.monitoring["tasks"]
         cluster.monitoring, cluster.updated = data, timestamp()
         cluster.read_at = time.monotonic()
+
+
+def _in_flight(tasks: dict[str, int] | None) -> bool:
+    """Whether task counts show tasks pending or running."""
+    return bool(tasks and tasks["pending"] + tasks["running"])
