@@ -3,8 +3,10 @@
 :class:`TestBed` builds N hosts. Each is a network namespace joined by a veth pair to a bridge
 the test bed creates and which owns the whole of 198.51.100.0/24 (a documentation range), with
 its own ``sshd`` (own host key; one client key generated per run) and its own mount namespace
-holding a private ``/data``. Everything else of the file system (the venv, ``/tmp``) is shared,
-so the ``ray`` of the test's venv runs on every host.
+holding a private ``/data`` and its own root's ``~/.bashrc`` (empty, as on a fresh machine: this
+machine's may start tools that share state across shells; pyenv's rehash lock, left behind by a
+shell killed with its host, made every later ssh command wait 60 s). Everything else of the file
+system (the venv, ``/tmp``) is shared, so the ``ray`` of the test's venv runs on every host.
 
 Safety: on this kind of machine an address in 198.51.100.0/24 that is not on our bridge is routed
 out of the machine and something answers. So the bridge is made *before* any traffic to the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -223,6 +226,11 @@ class TestBed:
         mounts = ["mount -t tmpfs -o size=64m eugo-data /data"] + [
             f"mount -t tmpfs -o size=1m eugo-hide {_quote(path)}" for path in hidden
         ]
+        # sshd's bash reads root's ~/.bashrc even for a command: the host gets its own.
+        bashrc = Path(pwd.getpwnam("root").pw_dir, ".bashrc")
+        if bashrc.exists():
+            (folder / "bashrc").write_text(f"# {name}'s own ~/.bashrc (a test host)\n")
+            mounts.append(f"mount --bind {_quote(str(folder / 'bashrc'))} {_quote(str(bashrc))}")
         script = " && ".join([*mounts, f"exec /usr/sbin/sshd -D -e -f {_quote(str(config))}"])
         with open(folder / "sshd.log", "wb") as log:  # the child keeps its own descriptor
             host.sshd = subprocess.Popen(

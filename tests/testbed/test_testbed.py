@@ -47,6 +47,14 @@ def test_a_file_in_a_hosts_data_is_not_visible_to_the_notebook_and_the_reverse(
         mine.unlink()
 
 
+def test_a_hosts_shell_reads_its_own_bashrc_not_this_machines(bed: TestBed) -> None:
+    # Each ssh command runs root's ~/.bashrc first: this machine's may start tools whose state
+    # is shared with every shell here (a stale lock of pyenv's made each command wait 60 s).
+    first = bed.hosts[0]
+    seen = bed.ssh(first, "cat ~/.bashrc")
+    assert seen.stdout == f"# {first.name}'s own ~/.bashrc (a test host)\n", seen.stderr
+
+
 def test_a_refused_key_is_refused(bed: TestBed) -> None:
     result = bed.ssh(bed.hosts[2], "true")
     assert result.returncode == 255
