@@ -29,6 +29,7 @@ __all__ = [
     "new_token",
     "published_dashboard",
     "snapshot",
+    "stop_failed_start",
     "task_node",
     "task_states",
 ]
@@ -390,3 +391,23 @@ def in_async_actor() -> bool:
 
     core = getattr(global_worker, "core_worker", None)
     return bool(core is not None and core.current_actor_is_asyncio())
+
+
+def stop_failed_start(exc: BaseException) -> bool:
+    """Stop the processes of a local Ray whose start raised ``exc``; whether there were any.
+
+    When the head node does not come up in time (Ray waits a fixed 30 s for its raylet to
+    register), ``ray.init`` raises from inside ``Node.__init__`` and keeps no handle: its GCS,
+    raylet, dashboard and agents go on running in this process's children. The node is found
+    in the traceback's frames and stopped with Ray's own ``kill_all_processes``.
+    """
+    from ray._private.node import Node
+
+    traceback = exc.__traceback__
+    while traceback is not None:
+        node = traceback.tb_frame.f_locals.get("self")
+        if isinstance(node, Node):
+            node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+            return True
+        traceback = traceback.tb_next
+    return False

@@ -172,9 +172,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             config = dict(ray_kwargs.get("_system_config") or {})
             config.setdefault("worker_niceness", 0)
             ray_kwargs["_system_config"] = config
-        if "_temp_dir" not in ray_kwargs:
-            ray_kwargs["_temp_dir"] = _private_temp_dir()
-        context = ray.init(address="local", **ray_kwargs)
+        context = _start_embedded(ray_kwargs)
     else:
         _keep_process_alive()  # before Ray reads its config (use_token_auth does)
         _notice_lost_machines()
@@ -197,6 +195,52 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     generation += 1
     _output.connected()
     return _connection
+
+
+# What Ray says when the head's raylet did not register within its fixed 30 s (it has no code).
+_STARTUP_TIMEOUT = "timed out during startup"
+
+
+def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
+    """``ray.init`` of a fresh local Ray, tried twice; a failed try leaves no process behind.
+
+    Ray waits a fixed 30 s for the new node's raylet to register, and on a busy machine the
+    start (seven Python processes importing Ray) can take longer. The processes of a failed
+    try would go on running in this kernel, slowing the next try and everything else: they
+    are stopped before the one retry, and again if it fails (their temp folders go at
+    shutdown: the raylet's agents end a moment after it and write their logs till then).
+    A start that failed for another reason is not tried again (its processes are stopped too).
+    """
+    import ray
+
+    from .._raystate import stop_failed_start
+
+    failures: list[str] = []
+    for _ in range(2):
+        kwargs = dict(ray_kwargs)
+        if "_temp_dir" not in kwargs:
+            kwargs["_temp_dir"] = _private_temp_dir()
+        try:
+            return ray.init(address="local", **kwargs)
+        except Exception as exc:
+            stopped = stop_failed_start(exc)
+            _spend_own_temp()
+            if not (stopped and _STARTUP_TIMEOUT in str(exc)):
+                raise  # bad arguments, a socket path too long, ...: Ray's own words say it
+            failures.append(str(exc))
+            if len(failures) == 1:
+                warnings.warn(
+                    f"The embedded local Ray did not start ({exc}); trying once more.",
+                    EugoWarning,
+                    stacklevel=3,
+                )
+    cpus = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    raise ClusterError(
+        f"The embedded local Ray did not start, twice: {failures[-1]} This machine is busy "
+        f"(load {load:.1f} on {cpus} CPUs). Stop other work here and call eugo.hpc.init() "
+        "again, or connect to a cluster with eugo.hpc.init(address=...)."
+    )
 
 
 _told_gone: set[str] = set()  # the gone active clusters this process has spoken of
@@ -249,6 +293,7 @@ def _notice_lost_machines() -> None:
 
 
 _own_temp: str | None = None
+_spent_temps: list[str] = []  # the temp folders of embedded starts that failed
 
 
 def _private_temp_dir() -> str:
@@ -331,10 +376,20 @@ def _at_exit() -> None:
     _remove_own_temp()
 
 
-def _remove_own_temp() -> None:
+def _spend_own_temp() -> None:
+    """The temp folder of a start that failed: removed with the others at shutdown."""
     global _own_temp
     if _own_temp is not None:
-        import shutil
-
-        shutil.rmtree(_own_temp, ignore_errors=True)
+        _spent_temps.append(_own_temp)
         _own_temp = None
+
+
+def _remove_own_temp() -> None:
+    global _own_temp
+    import shutil
+
+    for folder in [*_spent_temps, _own_temp]:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    _spent_temps.clear()
+    _own_temp = None
