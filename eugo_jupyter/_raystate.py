@@ -24,6 +24,7 @@ __all__ = [
     "drivers",
     "enable_token_auth",
     "has_live_driver",
+    "held_by_actors",
     "in_async_actor",
     "keep_every_log_line",
     "new_token",
@@ -254,13 +255,40 @@ _ROWS = 1000
 
 
 @functools.lru_cache(maxsize=16)
-def _task_stub(gcs_address: str) -> Any:
-    """A gRPC stub for the GCS's task events at an address (one channel per address, reused)."""
+def _channel(gcs_address: str) -> Any:
+    """A gRPC channel to the GCS at an address (one per address, reused)."""
     from ray._private.grpc_utils import init_grpc_channel
-    from ray.core.generated import gcs_service_pb2_grpc
 
     options = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
-    return gcs_service_pb2_grpc.TaskInfoGcsServiceStub(init_grpc_channel(gcs_address, options))
+    return init_grpc_channel(gcs_address, options)
+
+
+def _task_stub(gcs_address: str) -> Any:
+    """A gRPC stub for the GCS's task events at an address."""
+    from ray.core.generated import gcs_service_pb2_grpc
+
+    return gcs_service_pb2_grpc.TaskInfoGcsServiceStub(_channel(gcs_address))
+
+
+def held_by_actors(gcs_address: str, timeout: float = 5.0) -> dict[str, dict[str, float]]:
+    """What the live actors hold for their lifetime, by node id (hex): resource -> amount.
+
+    One read of the GCS's actor table, live actors only (blocking). An actor keeps its
+    resources (``num_cpus=1``, ``num_gpus=1``) while it waits for calls: held, not moving.
+    """
+    from ray.core.generated import gcs_pb2, gcs_service_pb2, gcs_service_pb2_grpc
+
+    pb: Any = gcs_service_pb2
+    tables: Any = gcs_pb2  # generated: not all in the stub
+    stub = gcs_service_pb2_grpc.ActorInfoGcsServiceStub(_channel(gcs_address))
+    only = pb.GetAllActorInfoRequest.Filters(state=tables.ActorTableData.ALIVE)
+    reply = stub.GetAllActorInfo(pb.GetAllActorInfoRequest(filters=only), timeout=timeout)
+    held: dict[str, dict[str, float]] = {}
+    for actor in reply.actor_table_data:
+        node = held.setdefault(actor.node_id.hex(), {})
+        for name, amount in actor.required_resources.items():
+            node[name] = node.get(name, 0.0) + amount
+    return held
 
 
 def _latest_state(event: Any, names: dict[int, str]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import _nvml
 from .._rayaddress import reachable
-from .._raystate import drivers, task_states
+from .._raystate import drivers, held_by_actors, task_states
 from ..hpc._internal import (
     dashboard_auth_headers,
     published_dashboard,
@@ -153,28 +153,46 @@ def _sum(nodes: list[dict[str, Any]], key: str) -> dict[str, float]:
 _NOT_HELD = ("object_store_memory",)
 
 
+def _held(nodes: list[dict[str, Any]], kept: dict[str, dict[str, float]]) -> bool:
+    """Whether a live node holds more of a resource than its live actors keep (``kept``, by
+    node id: see :func:`~eugo_jupyter._raystate.held_by_actors`)."""
+    for node in nodes:
+        if not node["alive"]:
+            continue
+        by_actors = kept.get(node["node_id"], {})
+        for name, total in node["resources_total"].items():
+            used = total - node["resources_available"].get(name, 0.0)
+            if name not in _NOT_HELD and used > by_actors.get(name, 0.0) + 1e-9:
+                return True
+    return False
+
+
 def _activity(
     nodes: list[dict[str, Any]], waiting: list[dict[str, Any]], gcs_address: str, timeout: float
 ) -> tuple[bool, str]:
-    """Whether work is in flight (a node holds resources, a request waits for a node that can
-    run it, or a driver has tasks in flight), and the drivers' activity mark
-    (:func:`~eugo_jupyter._raystate.drivers`); each costs the head little."""
-    held = any(
-        node["alive"]
-        and any(
-            node["resources_available"].get(name, 0.0) < total
-            for name, total in node["resources_total"].items()
-            if name not in _NOT_HELD
-        )
-        for node in nodes
-    )
+    """Whether work is in flight (a request waits for a node that can run it, a driver has
+    tasks in flight, or a node holds resources beyond what its live actors keep), and the
+    drivers' activity mark (:func:`~eugo_jupyter._raystate.drivers`); each costs the head
+    little.
+
+    An actor keeps its resources while it waits for calls: without subtracting them, a
+    notebook's long-lived GPU actor would read as work in flight for as long as it lives, and
+    the costly task counts would be read again every few seconds while a panel polls. The
+    actor table is read only when resources are held and nothing else says work moves.
+    """
     # (A request no node can run waits forever: nothing moves for it.)
     queued = any(not item["infeasible"] for item in waiting)
     try:
         seen = drivers(gcs_address, timeout)
     except Exception:  # noqa: BLE001 - drivers that do not answer may well be busy
         return True, "unknown"
-    return held or queued or seen.busy, seen.mark
+    if queued or seen.busy or not _held(nodes, {}):
+        return queued or seen.busy, seen.mark
+    try:
+        kept = held_by_actors(gcs_address, timeout)
+    except Exception:  # noqa: BLE001 - unknown: held resources count as work in flight
+        return True, seen.mark
+    return _held(nodes, kept), seen.mark
 
 
 def read(

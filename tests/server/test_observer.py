@@ -26,8 +26,19 @@ DRIVER = textwrap.dedent(
     import sys, ray
     ray.init(address=sys.argv[1], logging_level="ERROR")
     noop = ray.remote(num_cpus=1)(lambda: None)
+
+    @ray.remote(num_cpus=1)
+    class Model:
+        def ready(self):
+            return True
+
+    kept = []
     for line in sys.stdin:
-        ray.get([noop.remote() for _ in range(int(line))])
+        if line.strip() == "actor":  # one that holds its CPU and waits for calls
+            kept.append(Model.remote())
+            ray.get(kept[-1].ready.remote())
+        else:
+            ray.get([noop.remote() for _ in range(int(line))])
         print("done", flush=True)
     """
 )
@@ -45,8 +56,9 @@ class Driver:
             text=True,
         )
 
-    def run(self, n: int) -> None:
-        """Run ``n`` tasks and wait until they all returned to the driver."""
+    def run(self, n: int | str) -> None:
+        """Run ``n`` tasks (or "actor": start an actor that holds a CPU while it waits for
+        calls) and wait until they all returned to the driver."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(f"{n}\n")
         self.process.stdin.flush()
@@ -80,6 +92,26 @@ def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -
             assert time.monotonic() < deadline, f"counts never showed {n}: {model['tasks']}"
             await asyncio.sleep(0.25)
 
+    async def comes_to_rest(cluster_id: str) -> None:
+        """At rest, the panel keeps polling (every probe): once the final count after the run
+        is in, the task table is not copied again. (The final counts can take two reads: the
+        driver's own submit events may reach the GCS after the first. A poll returns while a
+        read goes on, so rest is 3 s without a new count.)"""
+        spacing = manager.observer.probe_every * 1.2  # a panel's polls, as fast as it helps
+        deadline = time.monotonic() + DEADLINE_S
+        quiet = 0
+        while quiet * spacing < 3.0:
+            before = len(counted)
+            await asyncio.sleep(spacing)
+            await manager.get_cluster(cluster_id)
+            quiet = quiet + 1 if len(counted) == before else 0
+            assert time.monotonic() < deadline, "the counts never came to rest"
+        at_rest = len(counted)
+        for _ in range(12):
+            await asyncio.sleep(spacing)
+            await manager.get_cluster(cluster_id)
+        assert len(counted) == at_rest
+
     async def scenario() -> None:
         model = await manager.create({"kind": "local", "name": "pace", "head": {"num_cpus": 1}})
         cluster_id = model["id"]
@@ -93,29 +125,20 @@ def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -
                 "pending": 0, "running": 0, "finished": 20, "failed": 0, "dropped": 0,
             }  # fmt: skip
 
-            # At rest, the panel keeps polling (every probe): once the final count after the
-            # run is in, the task table is not copied again. (The final counts can take two
-            # reads: the driver's own submit events may reach the GCS after the first. A poll
-            # returns while a read goes on, so rest is 3 s without a new count.)
-            spacing = manager.observer.probe_every * 1.2  # a panel's polls, as fast as it helps
-            deadline = time.monotonic() + DEADLINE_S
-            quiet = 0
-            while quiet * spacing < 3.0:
-                before = len(counted)
-                await asyncio.sleep(spacing)
-                await manager.get_cluster(cluster_id)
-                quiet = quiet + 1 if len(counted) == before else 0
-                assert time.monotonic() < deadline, "the counts never came to rest"
-            at_rest = len(counted)
-            for _ in range(12):
-                await asyncio.sleep(spacing)
-                await manager.get_cluster(cluster_id)
-            assert len(counted) == at_rest
+            await comes_to_rest(cluster_id)
 
             # A run that starts and ends while nobody polls still shows once polls resume.
             await asyncio.get_running_loop().run_in_executor(None, driver.run, 5)
             model = await counts_reach(cluster_id, 25)
             assert model["tasks"]["running"] + model["tasks"]["pending"] == 0
+
+            # An actor that holds the CPU while it waits for calls (a notebook's model) is at
+            # rest too: its resources are held, but nothing moves.
+            await asyncio.get_running_loop().run_in_executor(None, driver.run, "actor")
+            model = await counts_reach(cluster_id, 27)  # its creation task and one call
+            await comes_to_rest(cluster_id)
+            model = await manager.get_cluster(cluster_id)
+            assert model is not None and model["resources"]["available"].get("CPU", 0) == 0
         finally:
             if driver is not None:
                 driver.close()
