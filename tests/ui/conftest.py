@@ -55,6 +55,7 @@ class Lab:
     url: str
     token: str
     log: Path
+    notebooks: Path  # the server's root folder: what a save writes, as the user's disk holds it
 
     def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
@@ -121,7 +122,8 @@ def running_lab(
     ]  # fmt: skip
     with log.open("w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = Lab(url=f"http://127.0.0.1:{port}/", token=token, log=log)
+    url = f"http://127.0.0.1:{port}/"
+    server = Lab(url=url, token=token, log=log, notebooks=root / "notebooks")
     try:
         deadline = time.monotonic() + STARTUP_DEADLINE_S
         while True:
