@@ -3,7 +3,8 @@
 Clusters are module-scoped: a module that needs Ray asks for ``ray_local`` (one node, 2 CPUs)
 or ``gpu_cluster`` (a head without GPU plus a worker node that *declares* one GPU; declared
 resources are scheduling bookkeeping only, no GPU exists here). Only one Ray connection can be
-open per process, so each fixture shuts down what it started.
+open per process, so each fixture shuts down what it started; ``ray_local`` hands its Ray on
+instead when the next module asks for ``ray_local`` too.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import contextlib
 import os
 import signal
 import tempfile
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,6 +24,7 @@ pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 
 _optimize_cache: dict[str, Any] = {}
+_T = TypeVar("_T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,15 +74,56 @@ def _shutdown() -> None:
     eugo.hpc.shutdown()
 
 
+# The item pytest runs next, known while the current one's fixtures are torn down.
+_next: dict[str, pytest.Item | None] = {}
+_kept: dict[str, object] = {}  # the embedded Ray a module left running for the next one
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _next["item"] = nextitem
+    yield
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[object]:
-    """An embedded local Ray with 2 CPUs, connected through eugo.hpc."""
-    import eugo_jupyter as eugo
+    """An embedded local Ray with 2 CPUs, connected through eugo.hpc.
 
-    _shutdown()
-    connection = eugo.hpc.init(num_cpus=2)
+    Kept for the next module when that one asks for it too and nothing shut it down meanwhile
+    (a start costs about 9 s of two busy cores); otherwise shut down with the module.
+    """
+    import ray
+
+    import eugo_jupyter as eugo
+    from eugo_jupyter.hpc import _session
+
+    connection = _session._connection
+    if connection is None or _kept.get("ray") is not connection or not ray.is_initialized():
+        _shutdown()
+        connection = eugo.hpc.init(num_cpus=2)
     yield connection
+    following = _next.get("item")
+    if following is not None and "ray_local" in getattr(following, "fixturenames", ()):
+        if _session._connection is connection:
+            _kept["ray"] = connection
+            return
+    _kept.clear()
     _shutdown()
+
+
+def _node_started(start: Callable[[], _T]) -> _T:
+    """``start()``, once more if Ray's fixed 30 s for the new node's raylet to register ran out
+    (these two cores miss it now and then); what the failed try started is stopped first, as
+    ``eugo.hpc.init`` does for the embedded Ray (see ``_session._start_embedded``)."""
+    from eugo_jupyter._raystate import stop_failed_start
+    from eugo_jupyter.hpc._session import _STARTUP_TIMEOUT
+
+    try:
+        return start()
+    except Exception as exc:
+        if not stop_failed_start(exc) or _STARTUP_TIMEOUT not in str(exc):
+            raise
+    return start()
 
 
 @contextlib.contextmanager
@@ -101,12 +144,10 @@ def two_node_cluster(
     # account has a Ray token): a driver sending tokens to nodes that expect none sees its own
     # objects' owner "die".
     use_token_auth()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": head_cpus, "num_gpus": 0, "dashboard_host": "127.0.0.1"},
-    )
+    head = {"num_cpus": head_cpus, "num_gpus": 0, "dashboard_host": "127.0.0.1"}
+    cluster = _node_started(lambda: Cluster(initialize_head=True, head_node_args=head))
     try:
-        worker = cluster.add_node(num_cpus=worker_cpus, num_gpus=worker_gpus)
+        worker = _node_started(lambda: cluster.add_node(num_cpus=worker_cpus, num_gpus=worker_gpus))
         cluster.wait_for_nodes()
         eugo.hpc.init(address=cluster.address)
         yield cluster, worker
