@@ -85,6 +85,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    # A Ray handed on to a module whose tests were all skipped (no GPU here) reaches a test
+    # that did not ask for it: it stops before that test starts.
+    if _kept and "ray_local" not in getattr(item, "fixturenames", ()):
+        _kept.clear()
+        _shutdown()
+    yield
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[object]:
     """An embedded local Ray with 2 CPUs, connected through eugo.hpc.
