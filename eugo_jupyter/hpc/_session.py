@@ -215,6 +215,9 @@ def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
 
     from .._raystate import stop_failed_start
 
+    # The dashboard, too, gives its module processes a fixed 30 s to come up, then exits: the
+    # embedded Ray then runs without one. Give them the time a busy machine needs.
+    os.environ.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "180")
     failures: list[str] = []
     for _ in range(2):
         kwargs = dict(ray_kwargs)

@@ -239,6 +239,22 @@ def test_cluster_describes_nodes_in_text_and_html(ray_local: Any) -> None:
     assert info.dashboard_url and info.dashboard_url.startswith("http://127.0.0.1:")
 
 
+def test_the_embedded_dashboard_waits_for_its_modules_as_long_as_a_busy_machine_needs(
+    ray_local: Any,
+) -> None:
+    # Ray's dashboard exits when its module processes are not up within 30 s (seen in CI: an
+    # embedded Ray without a dashboard); the embedded Ray's dashboard starts with 180 s.
+    import os
+
+    from eugo_jupyter.server.backends import processes
+
+    mine = processes.descendants({os.getpid()})
+    dashboards = [pid for pid in mine if "dashboard/dashboard.py" in processes.cmdline(pid)]
+    assert len(dashboards) == 1, [processes.cmdline(pid) for pid in mine]
+    environment = processes.environment(dashboards[0]) or {}
+    assert environment.get("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT") == "180"
+
+
 def test_cluster_reads_the_nodes_even_after_a_call_check_could_not(
     ray_local: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
