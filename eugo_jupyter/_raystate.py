@@ -421,13 +421,19 @@ def in_async_actor() -> bool:
     return bool(core is not None and core.current_actor_is_asyncio())
 
 
-def stop_failed_start(exc: BaseException) -> bool:
-    """Stop the processes of a local Ray whose start raised ``exc``; whether there were any.
+# What Ray says when the head's raylet did not register within its fixed 30 s (it has no code).
+_STARTUP_TIMEOUT = "timed out during startup"
 
-    When the head node does not come up in time (Ray waits a fixed 30 s for its raylet to
-    register), ``ray.init`` raises from inside ``Node.__init__`` and keeps no handle: its GCS,
-    raylet, dashboard and agents go on running in this process's children. The node is found
-    in the traceback's frames and stopped with Ray's own ``kill_all_processes``.
+
+def stop_failed_start(exc: BaseException) -> bool:
+    """Stop the processes of a local Ray node whose start raised ``exc``; whether the start
+    only ran out of time (Ray's fixed 30 s for the raylet to register), so that one more try
+    may do.
+
+    ``ray.init`` (and ``ray.cluster_utils``) raise from inside ``Node.__init__`` and keep no
+    handle: the node's GCS, raylet, dashboard and agents go on running in this process's
+    children. The node is found in the traceback's frames and stopped with Ray's own
+    ``kill_all_processes``, whatever the failure.
     """
     from ray._private.node import Node
 
@@ -436,6 +442,6 @@ def stop_failed_start(exc: BaseException) -> bool:
         node = traceback.tb_frame.f_locals.get("self")
         if isinstance(node, Node):
             node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
-            return True
+            return _STARTUP_TIMEOUT in str(exc)
         traceback = traceback.tb_next
     return False

@@ -126,12 +126,11 @@ def _node_started(start: Callable[[], _T]) -> _T:
     (these two cores miss it now and then); what the failed try started is stopped first, as
     ``eugo.hpc.init`` does for the embedded Ray (see ``_session._start_embedded``)."""
     from eugo_jupyter._raystate import stop_failed_start
-    from eugo_jupyter.hpc._session import _STARTUP_TIMEOUT
 
     try:
         return start()
     except Exception as exc:
-        if not stop_failed_start(exc) or _STARTUP_TIMEOUT not in str(exc):
+        if not stop_failed_start(exc):
             raise
     return start()
 

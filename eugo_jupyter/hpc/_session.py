@@ -197,10 +197,6 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     return _connection
 
 
-# What Ray says when the head's raylet did not register within its fixed 30 s (it has no code).
-_STARTUP_TIMEOUT = "timed out during startup"
-
-
 def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
     """``ray.init`` of a fresh local Ray, tried twice; a failed try leaves no process behind.
 
@@ -226,9 +222,9 @@ def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
         try:
             return ray.init(address="local", **kwargs)
         except Exception as exc:
-            stopped = stop_failed_start(exc)
+            timed_out = stop_failed_start(exc)
             _spend_own_temp()
-            if not (stopped and _STARTUP_TIMEOUT in str(exc)):
+            if not timed_out:
                 raise  # bad arguments, a socket path too long, ...: Ray's own words say it
             failures.append(str(exc))
             if len(failures) == 1:
