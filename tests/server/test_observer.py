@@ -9,6 +9,7 @@ process stays connected between its runs, as a notebook's kernel does.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,14 +18,16 @@ import time
 from typing import Any
 
 from eugo_jupyter.server import monitor
+from eugo_jupyter.server.backends import ray_start
 from eugo_jupyter.server.manager import ClusterManager
 
 DEADLINE_S = 240.0  # generous: the machine is shared; conditions are polled, never timed
 
 DRIVER = textwrap.dedent(
     """
-    import sys, ray
+    import json, sys, ray
     ray.init(address=sys.argv[1], logging_level="ERROR")
+    print(json.dumps(ray._private.state.state.get_system_config()), flush=True)  # the head's
     noop = ray.remote(num_cpus=1)(lambda: None)
 
     @ray.remote(num_cpus=1)
@@ -55,6 +58,8 @@ class Driver:
             stdout=subprocess.PIPE,
             text=True,
         )
+        assert self.process.stdout is not None
+        self.config = json.loads(self.process.stdout.readline())  # the head's system config
 
     def run(self, n: int | str) -> None:
         """Run ``n`` tasks (or "actor": start an actor that holds a CPU while it waits for
@@ -119,6 +124,14 @@ def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -
         try:
             model = await manager.wait_until_running(cluster_id, timeout=600)
             driver = Driver(str(model["address"]))
+            # What the card reads after a run (task events, the drivers' backlog behind the
+            # waiting list, the nodes' load) reaches the GCS every 250 ms on a cluster the
+            # Manager launched, not Ray's every second: the driver takes that from the head.
+            assert {key: driver.config.get(key) for key in ray_start.SYSTEM_CONFIG} == {
+                "task_events_report_interval_ms": 250,
+                "report_worker_backlog_interval_ms": 250,
+                "gcs_pull_resource_loads_period_milliseconds": 250,
+            }
             await asyncio.get_running_loop().run_in_executor(None, driver.run, 20)
             model = await counts_reach(cluster_id, 20)
             assert model["tasks"] == {
