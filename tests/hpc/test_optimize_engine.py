@@ -7,6 +7,7 @@ numbers checked are the cell's own. No wall-clock bound anywhere: speed is the b
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import OptionsError
-from eugo_jupyter.hpc.optimize import Optimized, _state
+from eugo_jupyter.hpc.optimize import OptimizationReport, Optimized, _state
 
 from .optimize_corpus import COMPILABLE, NOT_COMPILED, Notebook
 
@@ -413,3 +414,116 @@ def test_what_a_call_prints_is_printed_once_while_it_is_verified(
     assert fn.entry().state == "compiled", fn.entry().reason
     printed = capfd.readouterr().out.splitlines()
     assert printed == ["step 0", "step 1", "step 2", "step 3", "step 2.5"], printed
+
+
+class _PythonRuns:
+    """Counts the runs of a function's Python code that executed a line: a compiled call runs
+    none (numba shows a profiler a call of the function's code, never a line of it)."""
+
+    def __init__(self, fn: object) -> None:
+        self.code = fn.__code__  # type: ignore[attr-defined]
+        self.count = 0
+
+    def _called(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        if frame.f_code is not self.code:
+            return None
+        return self._line
+
+    def _line(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "line":
+            self.count += 1
+            frame.f_trace = None  # one line is enough: stop tracing this run
+        return None
+
+    def __enter__(self) -> _PythonRuns:
+        sys.settrace(self._called)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(None)
+
+
+RECURRENCE = (
+    "def logistic(x, n):\n    for _ in range(n):\n        x = 3.7 * x * (1.0 - x)\n    return x\n"
+)
+
+
+def test_a_smoke_test_does_not_pin_the_production_calls_to_python() -> None:
+    # A few calls of 10 steps, then the production calls of 10^6: whatever the smoke calls
+    # decided (numba's dispatch can cost more than 10 steps), these run compiled.
+    nb = Notebook()
+    nb.cell(RECURRENCE)
+    logistic = nb["logistic"]
+    fn = Optimized(logistic)
+    for _ in range(3):
+        assert fn(0.3, 10) == logistic(0.3, 10)
+    expected = logistic(0.3, 10**6)
+    with _PythonRuns(logistic) as runs:
+        results = [fn(0.3, 10**6) for _ in range(5)]
+    assert results == [expected] * 5
+    assert runs.count == 0, fn.entry().stats()  # all 5 production calls ran compiled
+    assert fn.entry().state == "compiled"
+
+
+def test_a_version_dropped_as_slower_on_cheap_calls_is_used_on_costlier_ones() -> None:
+    # A list of 2,000 floats: numba unboxes it on every call (tens of µs), more than Python's
+    # 3 steps cost; 3 steps, then 300,000: the verified version comes back for those.
+    nb = Notebook()
+    nb.cell(
+        "def walk(xs, steps):\n    x = 0.5\n    for i in range(steps):\n"
+        "        x = 3.7 * x * (1.0 - x) + xs[i % 3] * 1e-9\n    return x\n"
+    )
+    walk = nb["walk"]
+    xs = [0.1] * 2000
+    fn = Optimized(walk)
+    for _ in range(3):
+        assert fn(xs, 3) == walk(xs, 3)
+    entry = fn.entry()
+    assert entry.state == "python" and "kept Python for calls of about this cost" in entry.reason
+    expected = walk(xs, 300_000)
+    with _PythonRuns(walk) as runs:
+        assert [fn(xs, 300_000) for _ in range(3)] == [expected] * 3
+    # The sizes (2,003 then 302,000) predicted too little for a list numba unboxes each call:
+    # the first costly call ran in Python, measured, and the next ones compiled.
+    assert runs.count == 1
+    assert entry.state == "compiled" and entry.compiles == 1  # the same version, not recompiled
+    assert re.fullmatch(
+        r"compiled version used from the 5th call on: calls became 10\^\d+ times costlier",
+        entry.stats()["per_cost"],
+    )
+    assert entry.stats()["per_cost"] in repr(OptimizationReport(entry, None, 1))
+
+
+def test_a_function_kept_python_on_cheap_calls_is_compiled_when_calls_get_costly() -> None:
+    nb = Notebook()
+    nb.cell(RECURRENCE.replace("3.7", "3.6"))  # its own key: not the entry of the test above
+    logistic = nb["logistic"]
+    fn = Optimized(logistic, expected_calls=200)  # a map of 200 items
+    assert [fn(0.3, 1) for _ in range(100)] == [logistic(0.3, 1)] * 100
+    entry = fn.entry()
+    assert entry.state == "python" and "kept Python" in entry.reason
+    expected = logistic(0.3, 200_000)
+    with _PythonRuns(logistic) as runs:
+        results = [fn(0.3, 200_000) for _ in range(10)]
+    assert results == [expected] * 10
+    assert entry.state == "compiled", entry.reason
+    # The first costly call decided again (and was timed as Python), two verified both ways;
+    # the other seven ran compiled only.
+    assert runs.count <= 3
+    assert entry.stats()["per_cost"].startswith("compiled version used from the 101st call on")
+
+
+def test_a_version_that_gave_a_different_answer_stays_dropped_on_costlier_calls() -> None:
+    nb = Notebook()
+    nb.cell(
+        "def factorial(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n"
+        "    return r\n"
+    )
+    factorial = nb["factorial"]
+    fn = Optimized(factorial)
+    assert fn(25) == factorial(25)
+    entry = fn.entry()
+    assert entry.state == "python" and entry.difference is not None
+    with _PythonRuns(factorial) as runs:
+        assert fn(2500) == factorial(2500)
+    assert runs.count == 2 and entry.state == "python" and entry.stats()["per_cost"] == ""

@@ -7,22 +7,34 @@ the function already, as ``LOAD_ESTIMATE_S`` (loading it). The first compile or 
 process also pays numba's start (``NUMBA_START_S``). When the number of calls
 this process will make is known (a ``map``'s items per worker, the partitions per worker), the
 function is compiled only when those calls save more than the compile costs. When it is not
-known (single task calls), it is compiled: ``optimize=True`` asked for it. After the first
-calls the measured times decide for good: a compiled version slower than Python is dropped.
+known (single task calls), it is compiled: ``optimize=True`` asked for it.
+
+A decision made on cost (kept Python by the break-even, or a verified compiled version dropped
+as slower than Python on the calls measured) holds for calls of about that cost only
+(:class:`PerCost`): a call whose plain cost, measured or predicted from its arguments' sizes
+(:func:`size_of`), is ``FAR`` times or more what the decision rested on decides again. A version
+dropped as slower is then used (it was verified; its answers do not change with the size), and
+a function kept Python goes through the break-even again. A difference in the answers is never
+decided again.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "ASSUMED_SAVING",
     "COMPILE_ESTIMATE_S",
+    "FAR",
     "Decision",
+    "PerCost",
     "before_compile",
     "break_even",
     "fmt",
+    "size_of",
+    "switch_text",
 ]
 
 #: The share of the plain time a compiled version is assumed to save, before it is measured.
@@ -34,6 +46,9 @@ COMPILE_ESTIMATE_S = 0.3
 NUMBA_START_S = 1.0
 #: Seconds loading a version from the node cache is assumed to take (20 to 60 ms measured).
 LOAD_ESTIMATE_S = 0.05
+
+#: A decision made on cost holds for calls up to this many times costlier than it rested on.
+FAR = 10.0
 
 _measured: list[float] = []  # compile seconds measured in this process, latest last
 
@@ -96,6 +111,71 @@ def before_compile(
         f"worker: {verdict}"
     )
     return Decision(expected_calls >= calls, text)
+
+
+def size_of(args: tuple, kwargs: dict | None = None) -> float:
+    """What the arguments' sizes are (items of arrays and containers, integers' values): a
+    call's plain cost is predicted to grow with it (a loop over them).
+
+    >>> size_of((0.3, 10)), size_of(([1.0] * 5, 2))
+    (10.0, 7.0)
+    """
+    total = 0.0
+    for value in (*args, *(kwargs or {}).values()):
+        size = getattr(value, "size", None)
+        if isinstance(size, int) and hasattr(value, "shape"):  # an array
+            total += size
+        elif isinstance(value, (list, tuple, dict, str, bytes, range)):
+            total += len(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            total += abs(value)
+    return total
+
+
+@dataclass
+class PerCost:
+    """A decision made on the cost of the calls measured, which holds for calls of about that
+    cost: keep Python (the break-even), or drop a verified compiled version (``spare``) that was
+    slower than Python on them. :meth:`far` says when a call is far costlier."""
+
+    plain_s: float  #: the plain seconds per call the decision rested on
+    floor_s: float  #: the plain seconds per call from which it is decided again
+    size: float  #: the arguments' size then (:func:`size_of`)
+    inputs: tuple[Any, ...] = ()  #: the break-even's other inputs (count, numba, node cache)
+    spare: Any = None  #: the verified compiled version dropped as slower, kept for later
+
+    def far(self, size: float | None = None, plain_s: float | None = None) -> float | None:
+        """How many times costlier a call is (predicted from its arguments' ``size``, or its
+        measured ``plain_s``) when that is far enough to decide again; else None.
+
+        >>> round(PerCost(2e-6, 2e-5, 10.0).far(size=10.0**6))
+        100000
+        >>> PerCost(2e-6, 2e-5, 10.0).far(plain_s=3e-6) is None
+        True
+        """
+        if plain_s is None:
+            if size is None or size <= self.size * FAR:
+                return None
+            plain_s = self.plain_s * size / max(self.size, 1.0)
+        if plain_s < self.floor_s or plain_s <= 0:
+            return None
+        return plain_s / self.plain_s if self.plain_s > 0 else math.inf
+
+
+def switch_text(factor: float, call: int, compiled: bool) -> str:
+    """What the stats and the report say when a call far costlier decided again.
+
+    >>> switch_text(1.2e5, 4, True)
+    'compiled version used from the 4th call on: calls became 10^5 times costlier'
+    """
+    power = f"10^{round(math.log10(factor))}" if math.isfinite(factor) else "many"
+    what = "compiled version used" if compiled else "decided again"
+    return f"{what} from the {_ordinal(call)} call on: calls became {power} times costlier"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def fmt(seconds: float) -> str:

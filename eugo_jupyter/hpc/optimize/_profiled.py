@@ -35,6 +35,7 @@ class OptimizationRow(TypedDict):
     python_fallbacks: int
     fallback_error: str
     help: list[dict[str, Any]]
+    per_cost: list[str]  #: decided again for costlier calls, per distinct text
 
 
 def section(model: Mapping[str, Any]) -> list[OptimizationRow]:
@@ -82,6 +83,7 @@ def section(model: Mapping[str, Any]) -> list[OptimizationRow]:
                     (e["fallback_error"] for e in entries if e["fallback_error"]), ""
                 ),
                 "help": helps[:1],
+                "per_cost": sorted({e["per_cost"] for e in entries if e.get("per_cost")}),
             }
         )
     return rows
@@ -119,6 +121,7 @@ def lines(rows: list[OptimizationRow]) -> list[str]:
             )
         else:
             out.append(f"{row['function']}: kept Python: {'; '.join(row['reasons'])}")
+        out += [f"  {text}" for text in row.get("per_cost", [])]
         if row["python_fallbacks"]:
             out.append(
                 f"  {row['python_fallbacks']} call(s) ran in Python after the compiled version "

@@ -36,6 +36,7 @@ class OptimizationReport:
         self.max_diff = stats["max_diff"]
         self.difference = stats["difference"]
         self.help = stats["help"]
+        self.per_cost = stats.get("per_cost", "")  #: decided again for costlier calls
         self.notes = list(entry.notes)
         self.threads = threads
         self.helpers = list(entry.cands.helpers) if entry.cands is not None else []
@@ -75,6 +76,7 @@ class OptimizationReport:
             },
             "threads": self.threads,
             "notes": self.notes,
+            "per_cost": self.per_cost,
             "not_compiled": self.help,
         }
 
@@ -105,6 +107,8 @@ class OptimizationReport:
             lines.append(f"{self.function}: kept Python: {self.reason}")
             if self.plain_s:
                 lines.append(f"  per call: Python {_fmt(self.plain_s)}")
+        if self.per_cost:
+            lines.append(f"  {self.per_cost}")
         lines += [f"  note: {n}" for n in self.notes]
         for found in self.help:
             shown = f": {found['source_line']}" if found["source_line"] else ""

@@ -9,15 +9,17 @@ once; the entry goes through the steps:
    sampled until ``SAMPLE_S`` of work or ``SAMPLE_CALLS`` calls (a map's first item may be its
    cheapest). Static reasons (a generator), a missing numba, arguments numba cannot type, and
    the break-even (:mod:`._decide`) may keep Python here; one kept for its cost alone is
-   decided again when another call site (a new map, a task) brings a different count.
+   decided again when another call site (a new map, a task) brings a different count, or when
+   a call is far costlier than the calls it was decided on (:class:`._decide.PerCost`).
 2. compile: the ladder of :mod:`._compile` (parallel when the call holds more than one CPU,
    then serial), which loads a version another process saved in the node cache instead of
    compiling it (:mod:`._nodecache`); a failure keeps Python with the line and the fix
    (:mod:`._explain`).
 3. ``verifying``: the first ``VERIFY_CALLS`` calls run both versions, the compiled one on the
    copy, and compare results and in-place changes (:mod:`._verify`). The plain result is the
-   one returned. A difference drops the compiled version (a parallel one falls back to serial
-   first); a compiled version slower than Python on every verified call is dropped too.
+   one returned. A difference drops the compiled version for good (a parallel one falls back
+   to serial first); a compiled version slower than Python on every verified call is dropped
+   for calls of about that cost: a call far costlier uses it (``python`` with a ``PerCost``).
 4. ``compiled``: calls go straight to numba's dispatcher (:meth:`Optimized.__call__`). Numba
    calls back (its ``_compile_for_args``, before running anything) on argument types it has no
    version for: the new version is compiled, run on a copy and checked against Python, whose
@@ -85,8 +87,10 @@ class Entry:
         self.load_s = 0.0  #: seconds loading from the node cache
         self.loads = 0  #: versions loaded from the node cache
         self.node_cache = ""  #: the node cache folder, or why there is none
-        self.kept_for_cost = False  #: kept Python by the break-even alone (decided again later)
-        self.decided_on: tuple[Any, ...] = ()  #: what that decision rested on (see reconsider)
+        #: kept Python on cost alone (the break-even, or compiled slower on the calls measured):
+        #: what it rested on, decided again for calls far costlier
+        self.per_cost: _decide.PerCost | None = None
+        self.switched: tuple[float, int] | None = None  #: decided again: (costlier, at call)
         self.fast: Any = None  #: the settled numba dispatcher (Optimized.__call__'s short path)
         self._checking = False  #: a new version is being checked (numba's callback)
         self.plain_times: list[float] = []
@@ -107,8 +111,37 @@ class Entry:
         if state == "compiled":
             return self._compiled_call(args, kwargs)
         if state == "python":
-            return self.fn(*args, **kwargs)
+            if self.per_cost is None:
+                return self.fn(*args, **kwargs)
+            return self._python_call(self.per_cost, args, kwargs)
         return self._verifying_call(args, kwargs)
+
+    def _python_call(self, per_cost: _decide.PerCost, args: tuple, kwargs: dict) -> Any:
+        """Kept Python on cost: a call whose arguments predict it far costlier than the calls
+        the decision rested on decides again before it runs; one that took far longer, after."""
+        factor = per_cost.far(size=_decide.size_of(args, kwargs))
+        if factor is not None:
+            self._decide_again(per_cost, factor, self.calls)
+            self.calls -= 1  # counted again by call()
+            return self.call(args, kwargs)
+        began = time.perf_counter()
+        result = self.fn(*args, **kwargs)
+        factor = per_cost.far(plain_s=time.perf_counter() - began)
+        if factor is not None:
+            self._decide_again(per_cost, factor, self.calls + 1)
+        return result
+
+    def _decide_again(self, per_cost: _decide.PerCost, factor: float, call: int) -> None:
+        """A version dropped as slower is used (it was verified); a function kept Python by
+        the break-even goes through it again, on the costlier calls."""
+        self.per_cost, self.reason, self.switched = None, "", (factor, call)
+        if per_cost.spare is not None:
+            self.compiled = per_cost.spare
+            self.state = "compiled"
+            self._go_fast()
+        else:
+            self.state = "new"
+            self.plain_times = []
 
     def _keep_python(self, reason: str) -> None:
         self.state = "python"
@@ -118,8 +151,13 @@ class Entry:
     def reconsider(self, expected_calls: int | None) -> None:
         """Another call site (a new map, a task): a decision made on cost alone is made again
         when what it rested on changed (the count, numba loaded since, the node cache filled)."""
-        if self.kept_for_cost and self._cost_inputs(expected_calls) != self.decided_on:
-            self.state, self.reason, self.kept_for_cost = "new", "", False
+        per_cost = self.per_cost
+        if (
+            per_cost is not None
+            and per_cost.spare is None
+            and self._cost_inputs(expected_calls) != per_cost.inputs
+        ):
+            self.state, self.reason, self.per_cost = "new", "", None
             self.expected_calls = expected_calls
             self.plain_times = []
 
@@ -174,14 +212,17 @@ class Entry:
             and self._offloaded(bound)
         ):
             return True
-        self.decided_on = self._cost_inputs(self.expected_calls)
-        _, numba_was_loaded, cached = self.decided_on
+        inputs = self._cost_inputs(self.expected_calls)
+        _, numba_was_loaded, cached = inputs
         estimate = _decide.compile_estimate(numba_was_loaded, cached)
         decision = _decide.before_compile(plain_s, self.expected_calls, estimate, cached)
         self.decision = decision.text
         if not decision.compile and not self.force:
             self._keep_python(decision.text)
-            self.kept_for_cost = True
+            # Decided again for calls that would pay: FAR times costlier, and enough to pay.
+            pays_s = estimate / (_decide.ASSUMED_SAVING * max(self.expected_calls or 1, 1))
+            floor = max(plain_s * _decide.FAR, pays_s)
+            self.per_cost = _decide.PerCost(plain_s, floor, _decide.size_of(bound), inputs)
             return False
         signature, bad = _compile.argument_types(self.fn, bound)
         if bad is not None:
@@ -309,7 +350,7 @@ class Entry:
         self.verified += 1
         self.max_diff = max(self.max_diff, max_diff)
         if self.verified >= VERIFY_CALLS:
-            self._settle()
+            self._settle(_decide.size_of(before))
 
     def _serial_instead(
         self, found: _verify.Difference, plain: Any, after: tuple, before: tuple
@@ -331,7 +372,7 @@ class Entry:
         self.paired.clear()
         self._check(plain, after, _verify.copy_args(before), before, 0.0)
 
-    def _settle(self) -> None:
+    def _settle(self, size: float) -> None:
         if not self.compiled_times:
             return  # every verified call so far compiled a helper: verify the next one too
         runner = self.compiled.dispatcher if self.compiled else None
@@ -345,10 +386,13 @@ class Entry:
         if paired and all(c >= p for p, c in paired) and not self.force:
             plain_s = min(p for p, _ in paired)
             compiled_s = min(c for _, c in paired)
+            # Verified, only slower on calls this cheap: kept for calls far costlier.
+            floor = _decide.FAR * max(plain_s, compiled_s)
+            self.per_cost = _decide.PerCost(plain_s, floor, size, spare=self.compiled)
             self.compiled = None
             self._keep_python(
                 f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
-                f"{_decide.fmt(plain_s)}: kept Python"
+                f"{_decide.fmt(plain_s)}: kept Python for calls of about this cost"
             )
             return
         self.state = "compiled"
@@ -521,6 +565,9 @@ class Entry:
             "difference": self.difference.text() if self.difference else "",
             "help": [h.as_dict() for h in self.help],
             "offload": self.offload,
+            "per_cost": _decide.switch_text(*self.switched, self.state == "compiled")
+            if self.switched
+            else "",
         }
 
 

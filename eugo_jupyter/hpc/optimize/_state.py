@@ -43,6 +43,7 @@ class Stats(TypedDict, total=False):
     difference: str
     help: list[dict[str, Any]]
     offload: str  #: what GPU offload did, or why it was not tried
+    per_cost: str  #: decided again for costlier calls ("compiled version used from the 4th ...")
 
 
 def snapshot() -> list[Stats]:
