@@ -21,6 +21,7 @@ decided again.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,9 @@ __all__ = [
     "FAR",
     "Decision",
     "PerCost",
+    "about_the_same",
     "before_compile",
+    "equal_footing",
     "break_even",
     "fmt",
     "size_of",
@@ -176,6 +179,41 @@ def switch_text(factor: float, call: int, compiled: bool) -> str:
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def about_the_same(a_s: float, b_s: float) -> bool:
+    """Whether two plain costs per call are within ``FAR`` of each other (one decision holds).
+
+    >>> about_the_same(2e-6, 5e-6), about_the_same(2e-6, 0.1)
+    (True, False)
+    """
+    low, high = sorted((a_s, b_s))
+    return high <= low * FAR if low > 0 else high == low
+
+
+#: Runs of each version timed on equal footing, at most (fewer for costly calls).
+EQUAL_ROUNDS = 5
+#: The most seconds of plain runs spent timing on equal footing.
+EQUAL_BUDGET_S = 0.05
+
+
+def equal_footing(plain: Any, compiled: Any, fresh: Any, plain_s: float) -> tuple[float, float]:
+    """The best seconds per call of each version on equal footing: the same arguments (a fresh
+    copy from ``fresh()`` for each run, made outside the timing), both warm, taking turns.
+
+    >>> p, c = equal_footing(sum, sum, lambda: ([1, 2],), 1e-6)
+    >>> p > 0 and c > 0
+    True
+    """
+    rounds = max(1, min(EQUAL_ROUNDS, int(EQUAL_BUDGET_S / max(plain_s, 1e-9))))
+    best = [math.inf, math.inf]
+    for _ in range(rounds):
+        for i, version in enumerate((plain, compiled)):
+            args = fresh()
+            began = time.perf_counter()
+            version(*args)
+            best[i] = min(best[i], time.perf_counter() - began)
+    return best[0], best[1]
 
 
 def fmt(seconds: float) -> str:

@@ -22,6 +22,9 @@ caching; this module only tells its cache machinery where to look:
   index entry the other's data file): every save holds an exclusive ``flock`` on the folder's
   lock file and every load a shared one; numba writes each file to a temporary name and renames
   it. A file that does not load (cut short, another numba) is a miss: the version compiles.
+- **Keep or drop once per node**: the first process to time a verified version against Python
+  writes what it found (:func:`verdict`); the node's other processes follow it, so every worker
+  of a node runs the same version and returns the same type.
 - **Clearing**: delete the folder, on each node (``rm -r ~/.cache/eugo_jupyter/numba``); it is
   safe at any time, a running process keeps what it loaded.
 """
@@ -37,7 +40,7 @@ import stat
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,7 @@ __all__ = [
     "mark",
     "marked",
     "root",
+    "verdict",
 ]
 
 #: The environment variable naming the cache folder ("off" turns the cache off).
@@ -127,6 +131,33 @@ def mark(folder: Path | None, name: str) -> None:
 
 def marked(folder: Path | None, name: str) -> bool:
     return folder is not None and (folder / name).exists()
+
+
+def verdict(folder: Path | None, signature: Any, decide: Callable[[], str]) -> str:
+    """The node's keep-or-drop of one version (``signature``): what the first process of the
+    node to ``decide`` found, written once (a link: never half a file), read by the others."""
+    if folder is None:
+        return decide()
+    path = folder / (
+        ".verdict-" + hashlib.blake2b(str(signature).encode(), digest_size=8).hexdigest()
+    )
+    with contextlib.suppress(OSError):
+        return path.read_text()
+    found = decide()
+    temporary = folder / f".verdict-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary.write_text(found)
+        os.link(temporary, path)
+    except FileExistsError:  # another process decided first: the node follows it
+        with contextlib.suppress(OSError):
+            found = path.read_text() or found
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+    return found
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ once; the entry goes through the steps:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import statistics
@@ -317,10 +318,11 @@ class Entry:
         lazy = isinstance(compiled.dispatcher, _compile.HelpersOnly)
         versions = len(compiled.dispatcher.overloads) if lazy else 0
         loads = compiled.loads()
-        began = time.perf_counter()
         try:
             with muted():  # the plain run beside it printed the call's lines already
+                began = time.perf_counter()
                 result = compiled.dispatcher(*trial)
+                took = time.perf_counter() - began
         except Exception as exc:  # noqa: BLE001 - compiled raised where Python did not
             assert self.cands is not None
             explained = _explain.explain_error(self.cands, exc)
@@ -328,7 +330,6 @@ class Entry:
             self._keep_python(f"{explained.kind} at line {explained.line} of {explained.function}")
             self.compiled = None
             return
-        took = time.perf_counter() - began
         if lazy and len(compiled.dispatcher.overloads) != versions:
             # Helpers compiled (or loaded) during this call: not a call's time.
             added = len(compiled.dispatcher.overloads) - versions
@@ -350,7 +351,7 @@ class Entry:
         self.verified += 1
         self.max_diff = max(self.max_diff, max_diff)
         if self.verified >= VERIFY_CALLS:
-            self._settle(_decide.size_of(before))
+            self._settle(before)
 
     def _serial_instead(
         self, found: _verify.Difference, plain: Any, after: tuple, before: tuple
@@ -372,7 +373,7 @@ class Entry:
         self.paired.clear()
         self._check(plain, after, _verify.copy_args(before), before, 0.0)
 
-    def _settle(self, size: float) -> None:
+    def _settle(self, before: tuple) -> None:
         if not self.compiled_times:
             return  # every verified call so far compiled a helper: verify the next one too
         runner = self.compiled.dispatcher if self.compiled else None
@@ -380,14 +381,11 @@ class Entry:
             self.compiled = None
             self._keep_python(f"{runner.why}, and numba could not type its helpers either")
             return
-        # Each verified call ran both versions on the same arguments: slower on every one of them
-        # (not on one disturbed by the machine's load) drops the compiled version.
-        paired = [(p, c) for p, c in self.paired if p > 0] or self.paired
-        if paired and all(c >= p for p, c in paired) and not self.force:
-            plain_s = min(p for p, _ in paired)
-            compiled_s = min(c for _, c in paired)
+        plain_s, compiled_s, keep = (0.0, 0.0, True) if self.force else self._keep_or_drop(before)
+        if not keep:
             # Verified, only slower on calls this cheap: kept for calls far costlier.
             floor = _decide.FAR * max(plain_s, compiled_s)
+            size = _decide.size_of(before)
             self.per_cost = _decide.PerCost(plain_s, floor, size, spare=self.compiled)
             self.compiled = None
             self._keep_python(
@@ -397,6 +395,36 @@ class Entry:
             return
         self.state = "compiled"
         self._go_fast()
+
+    def _keep_or_drop(self, before: tuple) -> tuple[float, float, bool]:
+        """Plain and compiled seconds per call, and whether to keep the compiled version: once
+        per node (the node cache's verdict), every worker of the node doing the same. Timed on
+        equal footing unless the verified calls were clear (compiled twice as fast or more)."""
+        compiled = self.compiled
+        assert compiled is not None
+        paired = [(p, c) for p, c in self.paired if p > 0] or self.paired
+        plain_s = min((p for p, _ in paired), default=0.0)
+        compiled_s = min((c for _, c in paired), default=0.0)
+
+        def decide() -> str:
+            p, c = plain_s, compiled_s
+            if not c * 2 < p:
+                with muted(), contextlib.suppress(Exception):  # a rerun that fails: as verified
+                    p, c = _decide.equal_footing(
+                        self.fn, compiled.dispatcher, lambda: _verify.copy_args(before), p
+                    )
+            return f"{'keep' if c < p else 'drop'} {p!r} {c!r}"
+
+        runner = compiled.dispatcher
+        signatures = getattr(runner, "signatures", None) if compiled.caches else None
+        if signatures:
+            found = _nodecache.verdict(compiled.caches[0].folder, signatures[-1], decide)
+        else:
+            found = decide()
+        parts = found.split()
+        if len(parts) != 3 or not _decide.about_the_same(float(parts[1]), plain_s):
+            parts = decide().split()  # unreadable, or decided on calls of another cost: here
+        return float(parts[1]), float(parts[2]), parts[0] == "keep"
 
     def _go_fast(self) -> None:
         """Settled on a numba dispatcher: calls go straight to it, and numba calls

@@ -1,9 +1,12 @@
 """Is the compiled answer the plain answer? Copies of the arguments, and a comparison.
 
-Integers, booleans, strings and other objects must be equal exactly; floating-point numbers
-(and complex ones) within ``RTOL`` relative or ``ATOL`` absolute, NaN equal to NaN. Arguments
-changed in place are compared the same way. A difference is described in words: an integer
-beyond 64 bits is named as an overflow.
+The same answer is one of the same type: arrays of the same shape and dtype, numbers of the
+same NumPy type (a Python ``int`` counts as ``int64``, a ``float`` as ``float64``: what numba
+returns for them), lists for lists and tuples for tuples. Then integers, booleans, strings and
+other objects must be equal exactly; floating-point numbers (and complex ones) within ``RTOL``
+relative or ``ATOL`` absolute, NaN equal to NaN. Arguments changed in place are compared the
+same way. A difference is described in words: an integer beyond 64 bits is named as an
+overflow, a dtype or type that differs is named.
 """
 
 from __future__ import annotations
@@ -95,6 +98,16 @@ class _Compare:
         np = sys.modules.get("numpy")
         if np is not None and (isinstance(plain, np.ndarray) or isinstance(compiled, np.ndarray)):
             return self.arrays(np, plain, compiled, where)
+        kinds = _number_type(np, plain), _number_type(np, compiled)
+        if None not in kinds and kinds[0] != kinds[1]:
+            why = f"types differ: Python gives {kinds[0]}, compiled {kinds[1]}"
+            shown = [
+                f"{_short.repr(v)} ({k})" for v, k in zip((plain, compiled), kinds, strict=True)
+            ]
+            return Difference(where, shown[0], shown[1], why)
+        if isinstance(plain, (list, tuple)) and type(plain) is not type(compiled):
+            return Difference(where, type(plain).__name__, type(compiled).__name__,
+                              "types differ")  # fmt: skip
         if isinstance(plain, bool) or isinstance(compiled, bool):
             if bool(plain) == bool(compiled) and _boolish(plain) and _boolish(compiled):
                 return None
@@ -149,6 +162,10 @@ class _Compare:
         a, b = np.asarray(plain), np.asarray(compiled)
         if a.shape != b.shape:
             return Difference(where, f"shape {a.shape}", f"shape {b.shape}", "shapes differ")
+        if a.dtype != b.dtype and not (a.dtype.kind == "O" and b.dtype.kind == "O"):
+            return Difference(where, f"dtype {a.dtype}", f"dtype {b.dtype}",
+                              f"dtypes differ: Python gives {a.dtype}, compiled {b.dtype}"
+                              + _bytes_note(a, b))  # fmt: skip
         if a.dtype.kind in "fc" or b.dtype.kind in "fc":
             if a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
                 return Difference(where, str(a.dtype), str(b.dtype), "types differ")
@@ -179,6 +196,27 @@ class _Compare:
         return Difference(at, repr(_item(a[index])), repr(_item(b[index])), "values differ")
 
 
+def _bytes_note(a: Any, b: Any) -> str:
+    if a.dtype.itemsize and b.dtype.itemsize > a.dtype.itemsize:
+        return f" ({b.dtype.itemsize // a.dtype.itemsize} times the bytes)"
+    return ""
+
+
+def _number_type(np: Any, value: Any) -> str | None:
+    """The NumPy type a number is (a Python int as int64, as numba returns it), else None."""
+    if isinstance(value, bool):
+        return "bool"
+    if np is not None and isinstance(value, np.generic):
+        return str(value.dtype)
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, complex):
+        return "complex128"
+    return None
+
+
 def _item(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
@@ -202,8 +240,13 @@ def compare(plain: Any, compiled: Any, where: str = "result") -> tuple[Differenc
 
     >>> compare(15511210043330985984000000, 7034535277573963776)[0].why
     '64-bit integer overflow'
-    >>> compare([1.0, 2.0], (1.0, 2.0 + 1e-12))[0] is None
+    >>> compare([1.0, 2.0], [1.0, 2.0 + 1e-12])[0] is None
     True
+    >>> compare((1.0, 2.0), [1.0, 2.0])[0].text()
+    'result: compiled list, Python tuple: types differ'
+    >>> import numpy as np
+    >>> compare(np.int16(3), 3)[0].why
+    'types differ: Python gives int16, compiled int64'
     """
     check = _Compare()
     return check.run(plain, compiled, where), check.max_diff
