@@ -239,4 +239,43 @@ NOT_COMPILED: dict[str, tuple[str, tuple[Any, ...], str, int]] = {
         "global container",
         4,
     ),
+    # numba fails inside its own passes with an empty AssertionError on this (a 2-D mask).
+    "mask_2d": (
+        "def clean_share(a):\n    s = a.sum()\n    kept = a[a > 1e-6]\n    return kept.sum() / s\n",
+        (rng.random((3, 4)),),
+        "boolean mask indexing",
+        3,
+    ),
+}
+
+#: name -> (cell source, arguments, kind of cause, line): compiled, the answer differs, and
+#: the report names the likely cause on that line.
+DIFFERENT: dict[str, tuple[str, tuple[Any, ...], str, int]] = {
+    "random_draws": (
+        "def noisy_sum(n):\n    s = 0.0\n    for _ in range(n):\n        s += np.random.random()\n"
+        "    return s\n",
+        (50,),
+        "random numbers",
+        4,
+    ),
+    "float_into_uint16": (
+        "def to_counts(a):\n    out = np.zeros(a.shape[0], dtype=np.uint16)\n"
+        "    for i in range(a.shape[0]):\n        out[i] = a[i]\n    return out\n",
+        (np.array([-1.0, 2.5, 300.0, 70000.2]),),
+        "float into unsigned integer",
+        4,
+    ),
+    "int16_promoted": (
+        "def shift_up(a):\n    return a + 1\n",
+        (np.arange(10, dtype=np.int16),),
+        "another dtype",
+        2,
+    ),
+    "int_overflow": (
+        "def big_product(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n"
+        "    return r\n",
+        (30,),
+        "integer overflow",
+        4,
+    ),
 }

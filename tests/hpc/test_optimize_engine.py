@@ -19,7 +19,7 @@ import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import OptionsError
 from eugo_jupyter.hpc.optimize import OptimizationReport, Optimized, _state
 
-from .optimize_corpus import COMPILABLE, NOT_COMPILED, Notebook
+from .optimize_corpus import COMPILABLE, DIFFERENT, NOT_COMPILED, Notebook
 
 
 def _last_def(source: str) -> str:
@@ -541,3 +541,16 @@ def test_an_int16_answer_returned_as_int64_is_a_different_answer() -> None:
         "result: compiled dtype int64, Python dtype int16: dtypes differ: Python gives int16, "
         "compiled int64 (4 times the bytes)"
     ) in report.reason
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENT))
+def test_a_different_answer_names_its_likely_cause_and_line(name: str) -> None:
+    source, args, kind, line = DIFFERENT[name]
+    nb = Notebook()
+    nb.cell(source)
+    fn = nb[_last_def(source)]
+    report = eugo.hpc.optimize(fn, *args)
+    assert not report.compiled and report.difference, repr(report)
+    found = report.as_dict()["not_compiled"][0]
+    assert (found["kind"], found["line"]) == (kind, line), found
+    assert found["fix"] and f"how to help it: {fn.__name__}, line {line}" in repr(report)

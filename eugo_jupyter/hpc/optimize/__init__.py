@@ -6,8 +6,8 @@
 - :func:`optimize` tries it here on one sample call and returns an :class:`OptimizationReport`.
 
 One responsibility per module: ``_candidates`` (what is compiled, the cache key), ``_compile``
-(numba, the ladder), ``_verify`` (copies, comparison), ``_decide`` (break-even), ``_explain``
-(how to help it), ``_runtime`` (the call path), ``_state`` (the per-process cache),
+(numba, the ladder), ``_verify`` (copies, comparison), ``_decide`` (break-even, per cost),
+``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (the call path), ``_state`` (the per-process cache),
 ``_threads`` (threads follow ``num_cpus``), ``_report`` (the report), ``_profiled`` (the
 profile's section).
 """

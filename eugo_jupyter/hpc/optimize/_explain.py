@@ -147,10 +147,75 @@ def explain_error(cands: _candidates.Candidates, error: BaseException) -> Help:
         # The innermost location numba names is the line it could not type.
         name, line = located[-1]
         fn = _owner(cands, name, line) or by_file[name]
+    if not message.strip():  # numba failed inside its own passes, saying nothing
+        return _internal(cands, error, fn, line)
     kind, fix = _classify(cands, fn, line, message)
     if kind in ("recursion", "try/except", "with statement") and not located:
         line = _construct_line(fn, kind) or line
     return _help(fn, line, kind, fix, f"{type(error).__name__}: {message}")
+
+
+def _internal(
+    cands: _candidates.Candidates, error: BaseException, fn: types.FunctionType, line: int
+) -> Help:
+    """An error with no message from inside numba: the line from numba's IR, and the fix for
+    what that line does."""
+    fn, line = _internal_line(cands, error) or (fn, line)
+    fix = _mask_fix(fn, line)
+    message = f"{type(error).__name__} inside numba, with no message"
+    if fix is not None:
+        return _help(fn, line, "boolean mask indexing", fix, message)
+    return _help(fn, line, "numba internal error", (
+        "numba failed inside its own passes on this line, without saying why: write the line "
+        "as an explicit loop over the array, or move it into a Python function around the "
+        "compiled part."
+    ), message)  # fmt: skip
+
+
+def _internal_line(
+    cands: _candidates.Candidates, error: BaseException
+) -> tuple[types.FunctionType, int] | None:
+    """Where numba was when it failed inside its own passes: the innermost IR location (the
+    ``inst``, ``expr`` or ``loc`` of its lowering frames) in one of the candidates' files."""
+    by_file = {_norm(f.__code__.co_filename): f for f in cands.functions}
+    found: tuple[types.FunctionType, int] | None = None
+    tb = error.__traceback__
+    for _ in range(10_000):  # a traceback is finite; bounded all the same
+        if tb is None:
+            break
+        for name in ("inst", "expr", "stmt", "loc"):
+            value = tb.tb_frame.f_locals.get(name)
+            try:
+                loc = value if name == "loc" else getattr(value, "loc", None)
+                filename, line = loc.filename, int(loc.line)  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - not an IR node (numba's own data models)
+                continue
+            fn = by_file.get(_norm(str(filename)))
+            if fn is not None and line:
+                found = (fn, line)
+        tb = tb.tb_next
+    return found
+
+
+def _mask_fix(fn: types.FunctionType, line: int) -> str | None:
+    """The fix for boolean mask indexing on ``line``, if that is what the line does."""
+    tree = _candidates.parse(fn)
+    if tree is None:
+        return None
+    first = fn.__code__.co_firstlineno - 1
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Subscript)
+            and node.lineno + first == line
+            and isinstance(node.slice, (ast.Compare, ast.BoolOp, ast.UnaryOp))
+        ):
+            return (
+                "boolean mask indexing (a[a > t]) of an array of more than one dimension, "
+                "which numba fails on inside its own passes: write it as an explicit loop "
+                "(if a[i, j] > t: ...), or keep the shape with np.where(a > t, a, 0.0), or "
+                "index the flat array (a.ravel()[(a > t).ravel()])."
+            )
+    return None
 
 
 def _norm(path: str) -> str:

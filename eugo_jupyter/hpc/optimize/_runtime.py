@@ -41,7 +41,17 @@ import warnings
 from typing import Any
 
 from .._printed import muted
-from . import _candidates, _compile, _decide, _explain, _nodecache, _state, _threads, _verify
+from . import (
+    _candidates,
+    _compile,
+    _decide,
+    _differs,
+    _explain,
+    _nodecache,
+    _state,
+    _threads,
+    _verify,
+)
 
 __all__ = ["VERIFY_CALLS", "Entry", "Optimized"]
 
@@ -342,8 +352,7 @@ class Entry:
             if compiled.parallel:
                 self._serial_instead(found, plain, after_plain, before)
                 return
-            self.difference = found
-            self.compiled = None
+            self._differs(found)
             self._keep_python(
                 f"{self.fn.__qualname__}{_call_text(before)} {found.text()}; kept Python"
             )
@@ -505,12 +514,18 @@ class Entry:
         if found is not None:
             assert self.compiled is not None
             version = self.compiled.versions()[-1]
-            self.difference = found
-            self.compiled = None
+            self._differs(found)
             self._keep_python(f"a new version ({version}): {found.text()}; kept Python")
             return
         self.max_diff = max(self.max_diff, max_diff)
         self.verified += 1
+
+    def _differs(self, found: _verify.Difference) -> None:
+        """A different answer: the compiled version is dropped for good, with the likely cause."""
+        self.difference, self.compiled = found, None
+        helped = _differs.explain_difference(self.cands, self.fn, found)
+        if helped is not None:
+            self.help.append(helped)
 
     def _account_new_version(self, compiled: _compile.Compiled) -> None:
         cres = next(reversed(compiled.dispatcher.overloads.values()), None)
