@@ -7,9 +7,9 @@
 
 One responsibility per module: ``_candidates`` (what is compiled, the cache key), ``_compile``
 (numba, the ladder), ``_verify`` (copies, comparison), ``_decide`` (break-even, per cost),
-``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (the call path), ``_state`` (the per-process cache),
-``_threads`` (threads follow ``num_cpus``), ``_report`` (the report), ``_profiled`` (the
-profile's section).
+``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (the call
+path), ``_state`` (the per-process cache), ``_threads`` (threads follow ``num_cpus``),
+``_report`` (the report), ``_profiled`` (the profile's section).
 """
 
 from __future__ import annotations
