@@ -554,3 +554,48 @@ def test_a_different_answer_names_its_likely_cause_and_line(name: str) -> None:
     found = report.as_dict()["not_compiled"][0]
     assert (found["kind"], found["line"]) == (kind, line), found
     assert found["fix"] and f"how to help it: {fn.__name__}, line {line}" in repr(report)
+
+
+_FRESH_PROCESS = """
+import json, sys, time
+from tests.hpc.optimize_corpus import Notebook
+from eugo_jupyter.hpc.optimize import Optimized
+
+loaded_before = "numba" in sys.modules
+nb = Notebook()
+nb.cell(RECURRENCE)
+logistic = nb["logistic"]
+fn = Optimized(logistic, expected_calls=100_000)  # a map's share of items on this worker
+expected = logistic(0.3, 1000)
+states = []
+deadline = time.monotonic() + 300
+while time.monotonic() < deadline and fn.entry().state != "compiled":
+    assert fn(0.3, 1000) == expected
+    states.append(fn.entry().state)
+entry = fn.entry()
+print(json.dumps({"loaded_before": loaded_before, "states": states, "state": entry.state,
+                  "compiles": entry.compiles, "reason": entry.reason}))
+"""
+
+
+def test_a_fresh_process_runs_the_calls_in_python_while_numba_starts(tmp_path: Path) -> None:
+    # A fresh worker: numba's start (about a second) and the compile run beside the calls,
+    # which go on in Python and switch to the compiled version once it is ready and verified.
+    import json
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "EUGO_OPTIMIZE_CACHE": str(tmp_path / "c")}
+    script = f"RECURRENCE = {RECURRENCE!r}\n" + _FRESH_PROCESS
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not out["loaded_before"] and out["state"] == "compiled", out["reason"]
+    states = out["states"]
+    assert states.count("preparing") >= 1, states  # results came while numba was starting
+    assert states.index("preparing") < states.index("verifying")
+    assert out["compiles"] == 1

@@ -19,6 +19,7 @@ call for the types it meets; a helper numba cannot type either stays Python too.
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 import types
 import warnings
@@ -293,6 +294,32 @@ def ladder(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel_f
         result.note = result.note or note
         return result, failures, spent
     return None, failures, spent
+
+
+class Background:
+    """One job on a daemon thread (numba's start and a compile) while the calls run Python;
+    :meth:`done` says when its ``result`` (or ``error``) is there."""
+
+    def __init__(self, job: Any, *args: Any) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        thread = threading.Thread(target=self._run, args=(job, args), daemon=True,
+                                  name="eugo-optimize-compile")  # fmt: skip
+        thread.start()
+
+    def _run(self, job: Any, args: tuple) -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numba's notes, from a thread: shown nowhere
+                self.result = job(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
 
 
 def bind(fn: types.FunctionType, args: tuple, kwargs: dict) -> tuple[Any, ...] | None:

@@ -102,6 +102,7 @@ class Entry:
         #: what it rested on, decided again for calls far costlier
         self.per_cost: _decide.PerCost | None = None
         self.switched: tuple[float, int] | None = None  #: decided again: (costlier, at call)
+        self.preparing: _compile.Background | None = None  #: numba's start and the compile
         self.fast: Any = None  #: the settled numba dispatcher (Optimized.__call__'s short path)
         self._checking = False  #: a new version is being checked (numba's callback)
         self.plain_times: list[float] = []
@@ -121,6 +122,12 @@ class Entry:
         state = self.state
         if state == "compiled":
             return self._compiled_call(args, kwargs)
+        if state == "preparing":
+            preparing = self.preparing
+            assert preparing is not None
+            if not preparing.done() or not self._ready(preparing):
+                return self.fn(*args, **kwargs)
+            return self._verifying_call(args, kwargs)
         if state == "python":
             if self.per_cost is None:
                 return self.fn(*args, **kwargs)
@@ -235,7 +242,43 @@ class Entry:
             floor = max(plain_s * _decide.FAR, pays_s)
             self.per_cost = _decide.PerCost(plain_s, floor, _decide.size_of(bound), inputs)
             return False
+        if self.expected_calls is not None and not numba_was_loaded and not self.force:
+            # A fresh process: numba's start and the compile run beside the calls, which go
+            # on in Python (a map's first results do not wait), and switch once it is ready.
+            self.preparing = _compile.Background(self._build, cands, bound)
+            self.state = "preparing"
+            return False
+        return self._built(cands, *self._build(cands, bound))
+
+    def _build(self, cands: _candidates.Candidates, bound: tuple) -> tuple[Any, ...]:
+        """The argument types and the ladder: touches nothing of the entry (a thread may run
+        it)."""
         signature, bad = _compile.argument_types(self.fn, bound)
+        if bad is not None:
+            return signature, bad, None, [], 0.0
+        assert signature is not None
+        parallel = _threads.threads_for(self.num_cpus) > 1
+        compiled, failures, spent = _compile.ladder(cands, signature, parallel)
+        return signature, bad, compiled, failures, spent
+
+    def _ready(self, preparing: _compile.Background) -> bool:
+        """The background preparation finished: whether a compiled version now exists."""
+        self.preparing = None
+        assert self.cands is not None
+        if preparing.error is not None:
+            self._keep_python(f"compiling failed: {type(preparing.error).__name__}")
+            return False
+        return self._built(self.cands, *preparing.result)
+
+    def _built(
+        self,
+        cands: _candidates.Candidates,
+        signature: Any,
+        bad: Any,
+        compiled: _compile.Compiled | None,
+        failures: list[tuple[str, BaseException]],
+        spent: float,
+    ) -> bool:
         if bad is not None:
             name, value, error = bad
             found = _explain.explain_argument(self.fn, name, value, error)
@@ -243,9 +286,6 @@ class Entry:
             return self._helpers_or_python(
                 cands, f"{found.kind} (argument {name}, line {found.line})"
             )
-        assert signature is not None
-        parallel = _threads.threads_for(self.num_cpus) > 1
-        compiled, failures, spent = _compile.ladder(cands, signature, parallel)
         if spent:
             self._account(spent, loaded=False, versions=0)
         if compiled is not None:

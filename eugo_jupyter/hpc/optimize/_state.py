@@ -23,7 +23,7 @@ class Stats(TypedDict, total=False):
     function: str
     key: str
     pid: int
-    state: str  #: "compiled", "python" (kept plain), "verifying", "new"
+    state: str  #: "compiled", "python" (kept plain), "verifying", "preparing" (compiling), "new"
     how: str
     reason: str
     compile_s: float  #: seconds compiling
