@@ -279,3 +279,34 @@ DIFFERENT: dict[str, tuple[str, tuple[Any, ...], str, int]] = {
         4,
     ),
 }
+
+
+#: Kernels written in NumPy style (whole-array expressions), as others write them: name ->
+#: (cell source, arguments). Compiled or not, the answer must equal plain Python's.
+NUMPY_STYLE: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "softmax": (
+        "def softmax(x):\n    e = np.exp(x - x.max())\n    return e / e.sum()\n",
+        (rng.random(2000),),
+    ),
+    "zscore": (
+        "def zscore(a):\n    return (a - a.mean()) / a.std()\n",
+        (rng.random(5000),),
+    ),
+    "thresholded_sum": (
+        "def thresholded_sum(a):\n    return np.where(a > 0.5, a, 0.0).sum()\n",
+        (rng.random(5000),),
+    ),
+    "running_mean": (
+        "def running_mean(a):\n    return np.cumsum(a) / np.arange(1, a.shape[0] + 1)\n",
+        (rng.random(5000),),
+    ),
+    "row_norms": (
+        "def row_norms(m):\n    return np.sqrt((m * m).sum(axis=1))\n",
+        (rng.random((200, 30)),),
+    ),
+    "masked_share": (
+        "def masked_share(a):\n    s = a.sum()\n    kept = a[a > 1e-6]\n"
+        "    return kept.sum() / s\n",
+        (rng.random((60, 60)),),
+    ),
+}
