@@ -242,11 +242,11 @@ def maps_against_pool() -> None:
             )
             print(f"   plain eugo.hpc.map of {name} on a fresh cluster: {fresh_plain[name]:.2f} s")
         for phase, fresh in phases:
-            if fresh:
-                eugo.hpc.shutdown()
-                start_ray()
             print(f"   {phase}:")
             for name in CELLS:
+                if fresh:  # each map on a cluster of its own: no numba loaded by the other map
+                    eugo.hpc.shutdown()
+                    start_ray()
                 pool_s = _timed(lambda name=name: pool.map(plain[name], CELLS[name][1]))
                 fn = _cell_function(name)
                 began = time.perf_counter()

@@ -483,13 +483,14 @@ def test_a_version_dropped_as_slower_on_cheap_calls_is_used_on_costlier_ones() -
     assert entry.state == "python" and "kept Python for calls of about this cost" in entry.reason
     expected = walk(xs, 300_000)
     with _PythonRuns(walk) as runs:
-        assert [fn(xs, 300_000) for _ in range(3)] == [expected] * 3
+        assert [fn(xs, 300_000) for _ in range(5)] == [expected] * 5
     # The sizes (2,003 then 302,000) predicted too little for a list numba unboxes each call:
-    # the first costly call ran in Python, measured, and the next ones compiled.
-    assert runs.count == 1
+    # the costly calls ran in Python and were measured; 3 in a row (one alone may be a call
+    # the machine's load preempted) decided again, and the next ones ran compiled.
+    assert runs.count == 3
     assert entry.state == "compiled" and entry.compiles == 1  # the same version, not recompiled
     assert re.fullmatch(
-        r"compiled version used from the 5th call on: calls became 10\^\d+ times costlier",
+        r"compiled version used from the 7th call on: calls became 10\^\d+ times costlier",
         entry.stats()["per_cost"],
     )
     assert entry.stats()["per_cost"] in repr(OptimizationReport(entry, None, 1))

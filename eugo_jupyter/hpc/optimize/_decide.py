@@ -21,6 +21,7 @@ decided again.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "Decision",
     "PerCost",
     "about_the_same",
+    "typical",
     "before_compile",
     "equal_footing",
     "break_even",
@@ -52,6 +54,9 @@ LOAD_ESTIMATE_S = 0.05
 
 #: A decision made on cost holds for calls up to this many times costlier than it rested on.
 FAR = 10.0
+
+#: Calls measured far costlier in a row that decide again (one may be a preempted call).
+FAR_CALLS = 3
 
 _measured: list[float] = []  # compile seconds measured in this process, latest last
 
@@ -145,6 +150,8 @@ class PerCost:
     floor_s: float  #: the plain seconds per call from which it is decided again
     size: float  #: the arguments' size then (:func:`size_of`)
     inputs: tuple[Any, ...] = ()  #: the break-even's other inputs (count, numba, node cache)
+    at_call: int = 0  #: the entry's calls when it was made (the calls left are fewer since)
+    far_calls: int = 0  #: measured far costlier in a row (one alone may be the machine's load)
     spare: Any = None  #: the verified compiled version dropped as slower, kept for later
 
     def far(self, size: float | None = None, plain_s: float | None = None) -> float | None:
@@ -179,6 +186,17 @@ def switch_text(factor: float, call: int, compiled: bool) -> str:
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def typical(plain_times: list[float]) -> float:
+    """The mean plain time of the sampled calls, each counted at most 10 times the median (a
+    call preempted by the machine's load is not a costly item).
+
+    >>> typical([1e-6, 1e-6, 1e-6, 0.03])
+    3.25e-06
+    """
+    ceiling = FAR * statistics.median(plain_times)
+    return statistics.fmean(min(t, ceiling) for t in plain_times)
 
 
 def about_the_same(a_s: float, b_s: float) -> bool:

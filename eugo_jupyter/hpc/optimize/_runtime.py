@@ -145,7 +145,8 @@ class Entry:
         began = time.perf_counter()
         result = self.fn(*args, **kwargs)
         factor = per_cost.far(plain_s=time.perf_counter() - began)
-        if factor is not None:
+        per_cost.far_calls = per_cost.far_calls + 1 if factor is not None else 0
+        if factor is not None and per_cost.far_calls >= _decide.FAR_CALLS:
             self._decide_again(per_cost, factor, self.calls + 1)
         return result
 
@@ -157,9 +158,12 @@ class Entry:
             self.compiled = per_cost.spare
             self.state = "compiled"
             self._go_fast()
-        else:
+        else:  # the break-even again, for the calls left of this call site
             self.state = "new"
             self.plain_times = []
+            if self.expected_calls is not None:
+                made = self.calls - per_cost.at_call
+                self.expected_calls = max(1, self.expected_calls - made)
 
     def _keep_python(self, reason: str) -> None:
         self.state = "python"
@@ -240,7 +244,8 @@ class Entry:
             # Decided again for calls that would pay: FAR times costlier, and enough to pay.
             pays_s = estimate / (_decide.ASSUMED_SAVING * max(self.expected_calls or 1, 1))
             floor = max(plain_s * _decide.FAR, pays_s)
-            self.per_cost = _decide.PerCost(plain_s, floor, _decide.size_of(bound), inputs)
+            size = _decide.size_of(bound)
+            self.per_cost = _decide.PerCost(plain_s, floor, size, inputs, at_call=self.calls)
             return False
         if self.expected_calls is not None and not numba_was_loaded and not self.force:
             # A fresh process: numba's start and the compile run beside the calls, which go
@@ -352,7 +357,7 @@ class Entry:
         if self.state == "new":
             if self._sampling():
                 return plain
-            typical = statistics.fmean(self.plain_times)
+            typical = _decide.typical(self.plain_times)
             if not self._prepare(bound, typical):
                 return plain
         self._check(plain, bound, trial, before, plain_s)
