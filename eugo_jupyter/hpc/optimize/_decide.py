@@ -55,6 +55,8 @@ LOAD_ESTIMATE_S = 0.05
 #: A decision made on cost holds for calls up to this many times costlier than it rested on.
 FAR = 10.0
 
+_SIZED = frozenset({list, tuple, dict, str, bytes, range})
+
 #: Calls measured far costlier in a row that decide again (one may be a preempted call).
 FAR_CALLS = 3
 
@@ -129,15 +131,18 @@ def size_of(args: tuple, kwargs: dict | None = None) -> float:
     (10.0, 7.0)
     """
     total = 0.0
-    for value in (*args, *(kwargs or {}).values()):
-        size = getattr(value, "size", None)
-        if isinstance(size, int) and hasattr(value, "shape"):  # an array
-            total += size
-        elif isinstance(value, (list, tuple, dict, str, bytes, range)):
+    for value in args:  # on every call kept Python on cost: the common types first
+        kind = type(value)
+        if kind is int:
+            total += value if value >= 0 else -value
+        elif kind is float:
+            continue
+        elif kind in _SIZED:
             total += len(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            total += abs(value)
-    return total
+        elif hasattr(value, "shape"):  # an array
+            size = getattr(value, "size", None)
+            total += size if isinstance(size, int) else 0
+    return total + size_of(tuple(kwargs.values())) if kwargs else total
 
 
 @dataclass

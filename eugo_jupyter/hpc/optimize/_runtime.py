@@ -137,15 +137,20 @@ class Entry:
     def _python_call(self, per_cost: _decide.PerCost, args: tuple, kwargs: dict) -> Any:
         """Kept Python on cost: a call whose arguments predict it far costlier than the calls
         the decision rested on decides again before it runs; one that took far longer, after."""
-        factor = per_cost.far(size=_decide.size_of(args, kwargs))
+        size = _decide.size_of(args, kwargs)
+        factor = per_cost.far(size=size) if size > per_cost.size * _decide.FAR else None
         if factor is not None:
             self._decide_again(per_cost, factor, self.calls)
             self.calls -= 1  # counted again by call()
             return self.call(args, kwargs)
         began = time.perf_counter()
         result = self.fn(*args, **kwargs)
-        factor = per_cost.far(plain_s=time.perf_counter() - began)
-        per_cost.far_calls = per_cost.far_calls + 1 if factor is not None else 0
+        took = time.perf_counter() - began
+        if took < per_cost.floor_s:  # the common case: about the cost decided on
+            per_cost.far_calls = 0
+            return result
+        factor = per_cost.far(plain_s=took)
+        per_cost.far_calls += 1
         if factor is not None and per_cost.far_calls >= _decide.FAR_CALLS:
             self._decide_again(per_cost, factor, self.calls + 1)
         return result
