@@ -247,3 +247,23 @@ def test_a_version_the_notebook_did_not_compile_is_compiled_once_on_the_node(
     processes = _per_process(run, nb["col_sums"])
     assert sum(s["compiles"] for s in processes.values()) == 1, processes
     assert sum(s["loads"] for s in processes.values()) == len(processes) - 1
+
+
+def test_a_smoke_test_on_the_workers_does_not_pin_the_production_calls(nb: Notebook) -> None:
+    # The case as a user meets it: a few task calls of 10 steps, then the production
+    # calls of 10^6. Before, the smoke calls dropped the compiled version on every worker (its
+    # timing included the muting of its prints) and the production calls ran as Python.
+    nb.cell(
+        "def logistic_run(x, n):\n    for _ in range(n):\n        x = 3.65 * x * (1.0 - x)\n"
+        "    return x\n"
+    )
+    fn = nb["logistic_run"]
+    task = eugo.hpc.distribute(fn).options(optimize=True)
+    assert eugo.hpc.get([task(0.3, 10) for _ in range(6)]) == [fn(0.3, 10)] * 6
+    expected = fn(0.3, 10**6)
+    with eugo.hpc.profile() as run:
+        assert eugo.hpc.get([task(0.3, 10**6) for _ in range(6)]) == [expected] * 6
+    processes = _per_process(run, fn)
+    assert processes, run
+    states = {pid: (s["state"], s["reason"], s.get("per_cost")) for pid, s in processes.items()}
+    assert all(s["state"] == "compiled" for s in processes.values()), states
