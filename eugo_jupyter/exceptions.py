@@ -13,7 +13,9 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
-     +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value,
+     |                                      ``.partial`` holds the results that finished
+     +-- ItemTimeout (TimeoutError)         an item of ``map``/``imap`` ran past ``timeout=``
      +-- ConflictError (RuntimeError)       a profile or an audit is already active (no nesting)
      +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
      |                                      the cell's traceback and what it bound)
@@ -52,6 +54,7 @@ __all__ = [
     "GlobalStateWarning",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
+    "ItemTimeout",
     "LaunchError",
     "MapItemError",
     "OptionsError",
@@ -114,17 +117,49 @@ class MapItemError(EugoError, RuntimeError):
 
     ``index`` is the item's position in the input, ``item_repr`` a short repr of it, and the
     original exception (when it could travel back from the worker) is the ``__cause__``.
+    ``partial`` is ``{index: result}`` for the items that finished before the run stopped
+    (``imap``: those finished and not yet yielded), so nothing computed is lost;
+    ``eugo.hpc.debug(error)`` opens a post-mortem on the worker's frames.
     """
 
     def __init__(
-        self, message: str, index: int | None = None, item_repr: str | None = None
+        self,
+        message: str,
+        index: int | None = None,
+        item_repr: str | None = None,
+        partial: dict[int, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.index = index
         self.item_repr = item_repr
+        self.partial: dict[int, Any] = {} if partial is None else partial
+        self.failed: Any = None  # the eugo.hpc.Failed value, for eugo.hpc.debug
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.index, self.item_repr))
+        return (type(self), (str(self), self.index, self.item_repr, self.partial))
+
+
+class ItemTimeout(EugoError, TimeoutError):
+    """An item of ``eugo.hpc.map``/``imap`` was still running after ``timeout=`` seconds.
+
+    It was abandoned (interrupted in its worker, or its worker replaced) and counted as
+    failed; ``index`` and ``item_repr`` name it, ``seconds`` is the limit it ran past.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        index: int | None = None,
+        item_repr: str | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.item_repr = item_repr
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.index, self.item_repr, self.seconds))
 
 
 class ConflictError(EugoError, RuntimeError):
