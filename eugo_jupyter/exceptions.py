@@ -13,7 +13,11 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
      +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
-     +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value
+     +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value,
+     |                                      ``.partial`` holds the results that finished
+     +-- ItemTimeout (TimeoutError)         an item of ``map``/``imap`` ran past ``timeout=``
+     +-- JournalError (RuntimeError)        a run's journal cannot be read, or another process
+     |                                      is writing it
      +-- ConflictError (RuntimeError)       a profile or an audit is already active (no nesting)
      +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
      |                                      the cell's traceback and what it bound)
@@ -27,6 +31,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- GlobalStateWarning                 a task or actor assigns a module global
      +-- StaleGlobalWarning                 an actor reads a global the notebook changed since
      +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
+     +-- JournalWarning                     a journal's damaged file or new generation, in words
 
 Messages say what happened and what to do about it.
 
@@ -52,6 +57,9 @@ __all__ = [
     "GlobalStateWarning",
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
+    "ItemTimeout",
+    "JournalError",
+    "JournalWarning",
     "LaunchError",
     "MapItemError",
     "OptionsError",
@@ -114,17 +122,54 @@ class MapItemError(EugoError, RuntimeError):
 
     ``index`` is the item's position in the input, ``item_repr`` a short repr of it, and the
     original exception (when it could travel back from the worker) is the ``__cause__``.
+    ``partial`` is ``{index: result}`` for the items that finished before the run stopped
+    (``imap``: those finished and not yet yielded), so nothing computed is lost;
+    ``eugo.hpc.debug(error)`` opens a post-mortem on the worker's frames.
     """
 
     def __init__(
-        self, message: str, index: int | None = None, item_repr: str | None = None
+        self,
+        message: str,
+        index: int | None = None,
+        item_repr: str | None = None,
+        partial: dict[int, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.index = index
         self.item_repr = item_repr
+        self.partial: dict[int, Any] = {} if partial is None else partial
+        self.failed: Any = None  # the eugo.hpc.Failed value, for eugo.hpc.debug
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.index, self.item_repr))
+        return (type(self), (str(self), self.index, self.item_repr, self.partial))
+
+
+class ItemTimeout(EugoError, TimeoutError):
+    """An item of ``eugo.hpc.map``/``imap`` was still running after ``timeout=`` seconds.
+
+    It was abandoned (interrupted in its worker, or its worker replaced) and counted as
+    failed; ``index`` and ``item_repr`` name it, ``seconds`` is the limit it ran past.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        index: int | None = None,
+        item_repr: str | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.item_repr = item_repr
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.index, self.item_repr, self.seconds))
+
+
+class JournalError(EugoError, RuntimeError):
+    """A run's journal cannot be opened: its index is damaged, it is newer than this version,
+    or another process is writing it (the message names that process)."""
 
 
 class ConflictError(EugoError, RuntimeError):
@@ -287,6 +332,11 @@ _AS_CAUSE: dict[str, Any] = {
     "__reduce__": _reduce,
     "__module__": __name__,
 }
+
+
+class JournalWarning(EugoWarning):
+    """A journal had damaged files (their items run again), a result could not be written, or
+    a changed function started a new generation."""
 
 
 class PandasFallbackWarning(EugoWarning):

@@ -9,14 +9,17 @@
 """
 
 from ._cluster import ClusterInfo, cluster, waiting
+from ._debug import debug
 from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
-from ._map import map
+from ._imap import imap, map
+from ._journal import Journal, journal
 from ._output import logs
 from ._profile.run import Report, Run, profile
 from ._readiness.measure import readiness
 from ._readiness.report import ReadinessReport
+from ._results import Failed, MapResults
 from ._session import Connection, init, shutdown
 from .optimize import OptimizationReport, optimize, set_optimize
 
@@ -27,6 +30,9 @@ __all__ = [
     "Connection",
     "DistributedClass",
     "DistributedFunction",
+    "Failed",
+    "Journal",
+    "MapResults",
     "OptimizationReport",
     "ReadinessReport",
     "Report",
@@ -36,9 +42,12 @@ __all__ = [
     "as_completed",
     "cancel",
     "cluster",
+    "debug",
     "distribute",
     "get",
+    "imap",
     "init",
+    "journal",
     "logs",
     "map",
     "optimize",

@@ -92,15 +92,27 @@ class Failure:
     """What a unit sends back when the function raised: where, and the original exception.
 
     ``where`` is the caller's words for the failing spot (``"item #37 (37)"``, ``"row 'b'"``);
-    ``index`` and ``label`` identify it for the error's attributes.
+    ``index`` and ``label`` identify it for the error's attributes. ``frames`` are the raising
+    frames with their locals (:mod:`._remote_tb`, for a post-mortem in the notebook), ``node``
+    the address of the node it ran on, ``attempts`` how many times the item was tried.
     """
 
     def __init__(
-        self, where: str, error: BaseException, index: Any = None, label: Any = None
+        self,
+        where: str,
+        error: BaseException,
+        index: Any = None,
+        label: Any = None,
+        attempts: int = 1,
     ) -> None:
+        from ._remote_tb import capture
+
         self.where = where
         self.index = index
         self.label = label
+        self.attempts = attempts
+        self.node = _node_address()
+        self.frames = capture(error)
         self.kind = type(error).__name__
         self.text = str(error)
         self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -121,6 +133,15 @@ class Failure:
     def error(self) -> BaseException | None:
         """The original exception, when it could travel back from the worker."""
         return pickle.loads(self.error_bytes) if self.error_bytes else None
+
+
+def _node_address() -> str | None:
+    import ray
+
+    try:
+        return ray.util.get_node_ip_address() if ray.is_initialized() else None
+    except Exception:  # noqa: BLE001 - where it ran is a detail; the failure is not
+        return None
 
 
 class _Rebuilt:
@@ -195,6 +216,9 @@ class Planner(Protocol):
     def waiting_on_results(self) -> bool:
         """True while the planner needs a finished unit before it can plan more (a probe)."""
 
+    # Optional: ``lost(unit, error) -> bool``, True when the planner takes a lost unit back to
+    # run again (``map`` with ``timeout=`` splits a batch whose worker had to be replaced).
+
 
 class Engine:
     """Submits a planner's units as tasks and gathers their results by key.
@@ -242,6 +266,8 @@ class Engine:
         self.in_flight: dict[Any, Unit] = {}  # future -> the unit it computes
         self.results: dict[int, Any] = {}  # unit key -> its results
         self.done = 0  # items (or rows) finished, for the progress bar
+        self.failed = 0  # items that failed and were kept (errors="collect"), for the bar
+        self.retried = 0  # items tried again (retries=), for the bar
         self.bar: Any = None
         self.began = time.monotonic()
         self.watch: _watch.Watch | None = None  # whether the cluster is still there (_wait)
@@ -289,11 +315,33 @@ class Engine:
         ``on_failure`` turns a unit's :class:`Failure` into the error to raise, ``on_lost`` a
         lost task (worker died, cancelled), ``on_unsendable`` a unit that cannot be pickled.
         """
+        for unit, results in self.stream(planner, on_failure, on_lost, on_unsendable):
+            self.results[unit.key] = results
+        return self.results
+
+    def stream(
+        self,
+        planner: Planner,
+        on_failure: Callable[[Failure, Unit], BaseException],
+        on_lost: Callable[[BaseException, Unit], Any],
+        on_unsendable: Callable[[BaseException, Unit], BaseException | None] | None = None,
+        backlog: Callable[[], int] = lambda: 0,
+    ) -> Iterator[tuple[Unit, Any]]:
+        """Each finished unit with its results, as they come back: the one place every unit's
+        outcome passes (``run`` keeps them all, ``imap`` lets each go once yielded).
+
+        ``backlog()`` is how many finished units the consumer still holds: they count against
+        the units in flight, so a slow consumer (or an ordered one waiting on a slow first
+        unit) stops the submitting instead of piling up results. ``on_lost`` returning None
+        means the planner took the unit back (:meth:`Planner.lost`) and it runs again; any
+        other value that is not an exception stands as the unit's results (a caller that keeps
+        each item's failure instead of stopping).
+        """
         self.on_failure, self.on_lost, self.on_unsendable = on_failure, on_lost, on_unsendable
         limit = max(2, IN_FLIGHT_PER_SLOT * self.slots)
         try:
             while True:
-                while len(self.in_flight) < limit and not planner.waiting_on_results():
+                while len(self.in_flight) + backlog() < limit and not planner.waiting_on_results():
                     unit = planner.next_unit()
                     if unit is None:
                         break
@@ -301,15 +349,18 @@ class Engine:
                 if not self.in_flight:
                     break
                 for ref in self._wait():
-                    unit, seconds = self._collect(ref)
+                    collected = self._collect(ref)
+                    if collected is None:
+                        continue  # lost, and taken back by the planner
+                    unit, results, seconds = collected
                     planner.finished(unit, seconds)
+                    yield unit, results
                 self._tick()
-        except BaseException:
+        except BaseException:  # GeneratorExit too: a consumer that stopped early
             self._let_go()
             raise
         finally:
             self._close_bar()
-        return self.results
 
     def _submit(self, unit: Unit) -> None:
         args = (self.body, self.payload, unit.work)
@@ -344,7 +395,7 @@ class Engine:
             self.watch.check()
         return ready
 
-    def _collect(self, ref: Any) -> tuple[Unit, float]:
+    def _collect(self, ref: Any) -> tuple[Unit, Any, float] | None:
         unit = self.in_flight.pop(ref)
         try:
             # In steps on a cluster: a result lost with its node is waited on (Ray tries to
@@ -353,13 +404,17 @@ class Engine:
         except ClusterError:
             raise  # the whole cluster is gone, not this unit: said as eugo.hpc.get says it
         except Exception as exc:
-            raise self.on_lost(exc, unit) from exc
+            answer = self.on_lost(exc, unit)
+            if answer is None:
+                return None  # taken back by the planner
+            if isinstance(answer, BaseException):
+                raise answer from exc
+            outcome = (answer, 0.0)  # the unit's results, as the caller says them
         if isinstance(outcome, Failure):
             raise self.on_failure(outcome, unit) from outcome.error
         results, seconds = outcome
-        self.results[unit.key] = results
         self.done += unit.size
-        return unit, seconds
+        return unit, results, seconds
 
     def _tick(self) -> None:
         if not self.show:
@@ -369,11 +424,16 @@ class Engine:
                 self.bar = make_bar(self.total, self.done, self.name)  # type: ignore[arg-type]
                 self.bar.unit = self.unit_name
         else:
-            self.bar.update(self.done - self.bar.n)
+            self._update_bar()
+
+    def _update_bar(self) -> None:
+        if self.failed or self.retried:
+            self.bar.set_postfix(failed=self.failed, retried=self.retried, refresh=False)
+        self.bar.update(self.done - self.bar.n)
 
     def _close_bar(self) -> None:
         if self.bar is not None:
-            self.bar.update(self.done - self.bar.n)
+            self._update_bar()
             self.bar.close()
 
     def _let_go(self) -> None:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import itertools
 import math
 import reprlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from ..exceptions import MapItemError, OptionsError, SerializationError
-from . import _data_location, _distribute, _session
-from ._batching import IN_FLIGHT_PER_SLOT, Engine, Failure, Unit, in_order, slots
-from ._options import optimize_mode, request_of, resolve_options
+from ..exceptions import OptionsError, SerializationError
+from . import _distribute
+from ._batching import IN_FLIGHT_PER_SLOT, Unit
+from ._options import resolve_options
 from ._serialized import pickle_problem
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "batch_target",
     "check_batch_size",
     "final_batch_size",
-    "map",
 ]
 
 R = TypeVar("R")
@@ -114,25 +113,6 @@ def check_batch_size(batch_size: Any) -> None:
 _repr = reprlib.Repr()
 _repr.maxstring = 60
 _repr.maxother = 60
-
-
-def _run_items(fn: Callable[..., Any], shared: dict[str, Any], unit: tuple[int, list[Any]]) -> Any:
-    """Worker side: ``fn`` on each item of a batch; the results, or a Failure naming the item."""
-    start, items = unit
-    results: list[Any] = []
-    append = results.append  # the loop runs ~10 µs items: keep its per-item cost minimal
-    try:
-        if shared:
-            for item in items:
-                append(fn(item, **shared))
-        else:
-            for item in items:
-                append(fn(item))
-    except Exception as exc:  # noqa: BLE001 - reported with the item that caused it
-        index = start + len(results)
-        shown = _repr.repr(items[len(results)])
-        return Failure(f"item #{index} ({shown})", exc, index=index, label=shown)
-    return results
 
 
 def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], str, dict[str, Any]]:
@@ -213,9 +193,19 @@ class _Items:
 class _MapPlanner:
     """Batch sizes for ``map``: a one-item probe, then batches sized from the measured time."""
 
-    def __init__(self, items: _Items, batch_size: int | str, slots: int) -> None:
+    def __init__(
+        self,
+        items: _Items,
+        batch_size: int | str,
+        slots: int,
+        max_size: int | None = None,
+        policy: tuple[bool, int, float | None] | None = None,
+    ) -> None:
         self.items = items
         self.fixed = None if batch_size == "auto" else int(batch_size)
+        self.max_size = max_size  # imap: a bound on the items (and results) one batch holds
+        self.policy = policy  # (collect, retries, timeout) for the workers, None: plain
+        self.requeued: list[Unit] = []  # lost batches split into single items, to run first
         self.slots = slots
         self.per_item: float | None = None  # seconds per item, measured on the workers
         self.measured_items = 0
@@ -231,9 +221,27 @@ class _MapPlanner:
         if self.fixed is not None:
             return self.fixed
         target = batch_target(self.per_item, self.items.total, self.slots)
-        return auto_batch_size(self.per_item, self.last_size, target)
+        size = auto_batch_size(self.per_item, self.last_size, target)
+        return size if self.max_size is None else min(size, self.max_size)
+
+    def _work(self, start: int, items: list[Any]) -> tuple[Any, ...]:
+        return (start, items) if self.policy is None else (start, items, self.policy)
+
+    def lost(self, unit: Unit) -> bool:
+        """Take back a batch whose worker was replaced (``timeout=``): its items run again
+        one per task, so only the one that hangs is lost the next time. False for one item."""
+        self.probing = False
+        if unit.size == 1:
+            return False
+        start, items = unit.work[0], unit.work[1]
+        self.requeued.extend(
+            Unit(start + i, 1, self._work(start + i, [item])) for i, item in enumerate(items)
+        )
+        return True
 
     def next_unit(self) -> Unit | None:
+        if self.requeued:
+            return self.requeued.pop(0)
         size = self._size()
         ready = self.items.available(size * (self.slots + 1))
         if self.items.exhausted and self.fixed is None and self.per_item is not None:
@@ -246,7 +254,7 @@ class _MapPlanner:
         if self.fixed is None and self.per_item is None:
             self.probing = True
         self.last_size = size
-        return Unit(start, size, (start, self.items.take(size)))
+        return Unit(start, size, self._work(start, self.items.take(size)))
 
     def finished(self, unit: Unit, seconds: float) -> None:
         self.finish_order.append(unit.key)
@@ -254,83 +262,3 @@ class _MapPlanner:
         self.measured_items += unit.size
         self.measured_seconds += seconds
         self.per_item = self.measured_seconds / self.measured_items
-
-
-def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
-    fn: Callable[..., R] | Any,
-    items: Iterable[Any],
-    *,
-    batch_size: int | str = "auto",
-    ordered: bool = True,
-    progress: bool | None = None,
-    shared: Mapping[str, Any] | None = None,
-    **options: Any,
-) -> list[R]:
-    """``[fn(item) for item in items]`` on the cluster, in batches sized for low overhead.
-
-    ``fn`` is a plain function or an ``@eugo.hpc.distribute`` one (its options apply; ``options``
-    given here win). ``items`` is any iterable; a generator is read lazily. ``batch_size="auto"``
-    measures the items and aims for tens of milliseconds per task; an int fixes it. With
-    ``ordered=False`` results come in the order they finish. ``shared`` is a dict of keyword
-    arguments passed to every call (``fn(item, **shared)``), stored in the object store once
-    instead of copied into every task. ``progress``: None shows a bar in notebooks once the map
-    passes two seconds, True always, False never.
-
-    An exception in ``fn`` stops the map and raises
-    :class:`~eugo_jupyter.exceptions.MapItemError` naming the item's index and value.
-
-    >>> import eugo_jupyter as eugo
-    >>> eugo.hpc.map(lambda x: x * x, range(5))                          # doctest: +SKIP
-    [0, 1, 4, 9, 16]
-    >>> eugo.hpc.map(score, rows, shared={"model": model}, num_cpus=2)   # doctest: +SKIP
-    """
-    plain, label, opts = _unwrap(fn, options)
-    check_batch_size(batch_size)
-    if shared is not None and not isinstance(shared, Mapping):
-        raise TypeError(
-            "shared= takes a dict of keyword arguments passed to every call, such as "
-            "shared={'model': model}; the function is then called as fn(item, model=model)."
-        )
-    if not isinstance(items, Sequence) and not hasattr(items, "__iter__"):
-        raise TypeError(f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}.")
-    source = _Items(items)
-    opts, mode = optimize_mode(opts)
-    if mode:
-        from .optimize import _calls
-
-        _session.ensure()
-        plain = _calls.for_items(plain, mode, opts, source.total, slots(request_of(opts)))
-    name = f"map({label})"
-    engine = Engine(name, _run_items, plain, shared, opts, progress, source.total, "item")
-    engine.check(stacklevel=2)
-    planner = _MapPlanner(source, batch_size, engine.slots)
-
-    def failed(failure: Failure, unit: Unit) -> BaseException:
-        located = _data_location.hint(failure.error, unit.ref)  # a path missing on its node
-        return MapItemError(
-            f"{label} raised {failure.kind} on {failure.where}: {failure.text}\n"
-            f"{located + chr(10) if located else ''}"
-            f"Reproduce it here with {label}(item) on that item. Worker traceback:\n"
-            f"{failure.trace}",
-            failure.index,
-            failure.label,
-        )
-
-    def lost(exc: BaseException, unit: Unit) -> BaseException:
-        return MapItemError(
-            f"eugo.hpc.map({label}) lost the batch of items #{unit.key} to "
-            f"#{unit.key + unit.size - 1}: {type(exc).__name__}: {exc}",
-            unit.key,
-            None,
-        )
-
-    def unsendable(exc: BaseException, unit: Unit) -> BaseException | None:
-        return _first_unpicklable(unit.work[1], unit.key)
-
-    results = engine.run(planner, failed, lost, unsendable)
-    if ordered:
-        return list(in_order(results))
-    out: list[Any] = []
-    for key in planner.finish_order:
-        out.extend(results[key])
-    return out

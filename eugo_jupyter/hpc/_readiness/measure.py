@@ -211,7 +211,7 @@ class _Readiness:
 
     def _timed_map(self, items: list[Any]) -> float:
         """Seconds for ``map`` of a no-op over ``items``, one per batch: map's own costs only."""
-        from .._map import map as map_
+        from .._imap import map as map_
 
         clock = time.perf_counter()
         map_(_noop, items, batch_size=1, progress=False, **self.opts)
