@@ -8,8 +8,9 @@
 [0, 1, 4, 9]
 """
 
+from ._actors import ActorProxy, get_actor, kill
 from ._cluster import ClusterInfo, cluster, waiting
-from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
+from ._distribute import BoundCall, DistributedClass, DistributedFunction, distribute
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._map import map
@@ -38,7 +39,9 @@ __all__ = [
     "cluster",
     "distribute",
     "get",
+    "get_actor",
     "init",
+    "kill",
     "logs",
     "map",
     "optimize",
