@@ -360,6 +360,27 @@ def test_cancelling_a_task(tmp_path: Path) -> None:
     assert outcome.value is True and outcome.printed == ["cancelled"]
 
 
+def test_cancelling_a_streaming_generator() -> None:
+    def program(api: Api) -> Any:
+        @api.remote
+        def slowly() -> Iterator[int]:
+            for i in range(600):
+                time.sleep(0.1)
+                yield i
+
+        gen = api.call(slowly)
+        print(api.get(next(gen)))
+        api.cancel(gen)  # Ray's cancel, and eugo's, take the generator itself
+        try:
+            for ref in gen:
+                api.get(ref)
+        except TaskCancelledError:
+            print("cancelled")
+        return None
+
+    assert same(program).printed == ["0", "cancelled"]
+
+
 def test_custom_resources_and_scheduling_strategies() -> None:
     def program(api: Api) -> Any:
         @api.remote(resources={"disk": 1})
