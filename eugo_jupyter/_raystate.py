@@ -412,6 +412,15 @@ def actor_creation_task(handle: Any) -> str:
     return str(TaskID.for_actor_creation_task(handle._actor_id).hex())
 
 
+def session_name() -> str | None:
+    """The Ray session this process is connected to: a ``ray.init`` after ``ray.shutdown``
+    (even at the same address) is another one. None when not connected, or through a
+    ``ray://`` client."""
+    from ray._private.worker import global_worker
+
+    return getattr(getattr(global_worker, "node", None), "session_name", None)
+
+
 def in_async_actor() -> bool:
     """Whether this worker runs an async actor, where Ray refuses a blocking ``ray.get`` (it
     warns, and would block the actor's event loop)."""

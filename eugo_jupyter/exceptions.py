@@ -12,7 +12,8 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      |    |                                 words); ``SlurmError`` is the same class
      |    +-- ConfirmationError             stopping what the Manager did not start, unconfirmed
      +-- InfeasibleRequestError             no node can ever run this request (fail-fast paths)
-     +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis
+     +-- GetTimeoutError (TimeoutError)     ``get(..., timeout=)`` ran out, with a diagnosis;
+     |                                      also Ray's GetTimeoutError once Ray is loaded
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value,
      |                                      ``.partial`` holds the results that finished
      +-- ItemTimeout (TimeoutError)         an item of ``map``/``imap`` ran past ``timeout=``
@@ -113,8 +114,33 @@ class InfeasibleRequestError(EugoError, RuntimeError):
 class GetTimeoutError(EugoError, TimeoutError):
     """``eugo.hpc.get(..., timeout=)`` ran out before every future was ready.
 
-    The message carries the diagnosis of what the unfinished work is waiting for.
+    The message carries the diagnosis of what the unfinished work is waiting for. Once Ray is
+    loaded it is also Ray's own ``ray.exceptions.GetTimeoutError`` (an instance of a subclass
+    of both), so code written for Ray catches it unchanged.
     """
+
+    def __new__(cls, *args: Any) -> GetTimeoutError:
+        if cls is GetTimeoutError:
+            cls = _get_timeout_class()
+        return super().__new__(cls, *args)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GetTimeoutError, self.args)
+
+
+_ray_get_timeout: list[type] = []  # the subclass that is Ray's GetTimeoutError too, made once
+
+
+def _get_timeout_class() -> type:
+    import sys
+
+    ray_exceptions = sys.modules.get("ray.exceptions")  # never import Ray for this
+    if ray_exceptions is None:
+        return GetTimeoutError
+    if not _ray_get_timeout:
+        both = (GetTimeoutError, ray_exceptions.GetTimeoutError)
+        _ray_get_timeout.append(type("GetTimeoutError", both, {"__module__": __name__}))
+    return _ray_get_timeout[0]
 
 
 class MapItemError(EugoError, RuntimeError):

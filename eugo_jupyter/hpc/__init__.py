@@ -8,9 +8,10 @@
 [0, 1, 4, 9]
 """
 
+from ._actors import ActorProxy, get_actor, kill
 from ._cluster import ClusterInfo, cluster, waiting
 from ._debug import debug
-from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
+from ._distribute import BoundCall, DistributedClass, DistributedFunction, distribute
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._imap import imap, map
@@ -45,9 +46,11 @@ __all__ = [
     "debug",
     "distribute",
     "get",
+    "get_actor",
     "imap",
     "init",
     "journal",
+    "kill",
     "logs",
     "map",
     "optimize",

@@ -2,7 +2,8 @@
 
 A call validates its options, connects on first use, warns when no node can run its request,
 submits through Ray (``ray.remote``) and returns Ray's own future (an ``ObjectRef``), so futures
-pass into other calls and into ``ray.get`` unchanged.
+pass into other calls and into ``ray.get`` unchanged. ``.remote(...)`` is an alias of each call
+form, for code moved from Ray. The actor handles are in :mod:`._actors`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from ..exceptions import OptionsError
-from . import _checks, _freshness, _hooks, _output, _session, _static, _submissions
+from . import _actors, _checks, _freshness, _hooks, _output, _session, _static, _submissions
+from ._actors import ActorProxy
 from ._options import check_optimize_request, request_of, resolve_options, split_optimize
 
-__all__ = ["ActorProxy", "DistributedClass", "DistributedFunction", "distribute"]
+__all__ = ["ActorCreator", "BoundCall", "DistributedClass", "DistributedFunction", "distribute"]
 
 T = TypeVar("T")
 
@@ -111,19 +113,20 @@ class DistributedFunction:
             fn, remote = _calls.for_task(
                 fn, mode or _hooks.optimize_default, submitter.options, self._label
             )
+        sent, named = _actors.travelling(args, kwargs)  # actors given as arguments
         try:
             # The profile and the audit plug in through _hooks (None costs one lookup each).
             audit, recorder = _hooks.audit, _hooks.recorder
             if audit is not None and "GPU" in submitter.request:
                 # The audit measures GPU calls; a profile running at the same time sees them
                 # through the audit's records instead of its own timing.
-                refs = audit(fn, submitter, args, kwargs)
+                refs = audit(fn, submitter, sent, named)
             elif recorder is not None:
                 refs = recorder.submit(
-                    submitter.name, fn, submitter.options, submitter.request, args, kwargs
+                    submitter.name, fn, submitter.options, submitter.request, sent, named
                 )
             else:
-                refs = remote.remote(*args, **kwargs)
+                refs = remote.remote(*sent, **named)
         except Exception as exc:
             _submission_failed(self._fn, args, kwargs, exc)
             raise
@@ -138,6 +141,9 @@ class DistributedFunction:
         _session.ensure()
         self._ray_remote()
         return self._submit(self._default, self._default_remote, args, kwargs)
+
+    #: Ray's spelling, for code moved from Ray: ``f.remote(x)`` is ``f(x)``.
+    remote = __call__
 
     def options(self, **options: Any) -> BoundCall:
         """The same function with per-call resources; the call site wins over the decorator.
@@ -177,76 +183,8 @@ class BoundCall:
             self._base, self._remote = base, base.options(**self._submitter.options)
         return self._function._submit(self._submitter, self._remote, args, kwargs)
 
-
-class ActorMethod:
-    """A method of a remote actor: calling it returns a future."""
-
-    __slots__ = ("_method", "_name", "_proxy", "_attr", "_timed")
-
-    def __init__(self, method: Any, name: str, proxy: Any = None, attr: str = "",
-                 timed: bool = True) -> None:  # fmt: skip
-        self._method = method
-        self._name = name
-        self._proxy, self._attr, self._timed = proxy, attr, timed
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        recorder = _hooks.recorder
-        if self._proxy is not None and self._proxy._globals is not None:
-            self._proxy._globals.warn_if_stale(self._attr, stacklevel=2)
-        if recorder is not None and self._proxy is not None:
-            proxy = self._proxy
-            ref = recorder.submit_method(
-                proxy._cls, proxy.handle, self._attr, self._name,
-                self._method, self._timed, args, kwargs,
-            )  # fmt: skip
-        else:
-            ref = self._method.remote(*args, **kwargs)
-        if _output.router is not None:
-            _output.track_method(ref, self._name)  # its prints go under the calling cell
-        return ref
-
-    def options(self, **options: Any) -> ActorMethod:
-        """Ray's per-method options (``num_returns``, ``name``...)."""
-        method = self._method.options(**options)
-        return ActorMethod(method, self._name, self._proxy, self._attr, timed=False)
-
-    def __repr__(self) -> str:
-        return f"<remote method {self._name}>"
-
-
-class ActorProxy:
-    """A handle to a live actor; ``proxy.method(...)`` returns a future.
-
-    The Ray handle is ``proxy.handle``; the actor lives as long as a handle to it does.
-    """
-
-    def __init__(
-        self,
-        handle: Any,
-        name: str,
-        cls: type | None = None,
-        reads: _freshness.Reads | None = None,
-    ) -> None:
-        self.handle = handle
-        self._class_name = name
-        self._cls = cls  # for a profile: the methods' code; never shipped (see __reduce__)
-        # The globals its class was exported with, to warn when the notebook changes one.
-        self._globals = _freshness.ActorGlobals(reads, name) if reads else None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ActorProxy, (self.handle, self._class_name))
-
-    def __getattr__(self, attr: str) -> ActorMethod:
-        if attr.startswith("__") or attr in ("handle", "_class_name", "_cls", "_globals"):
-            raise AttributeError(attr)
-        try:
-            method = getattr(self.handle, attr)
-        except AttributeError:
-            raise AttributeError(f"The actor {self._class_name} has no method {attr!r}.") from None
-        return ActorMethod(method, f"{self._class_name}.{attr}", self, attr)
-
-    def __repr__(self) -> str:
-        return f"<actor {self._class_name} {self.handle._actor_id.hex()[:12]}>"
+    #: Ray's spelling: ``f.options(num_cpus=2).remote(x)`` is ``f.options(num_cpus=2)(x)``.
+    remote = __call__
 
 
 class DistributedClass:
@@ -292,7 +230,8 @@ class DistributedClass:
         submitter.check(stacklevel=3)
         remote = self._ray_remote()
         try:
-            handle = (remote.options(**options) if options else remote).remote(*args, **kwargs)
+            sent, named = _actors.travelling(args, kwargs)
+            handle = (remote.options(**options) if options else remote).remote(*sent, **named)
         except Exception as exc:
             _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
@@ -304,14 +243,30 @@ class DistributedClass:
         """Start an actor with the decorator's options."""
         return self._create(self._defaults, args, kwargs)
 
-    def options(self, **options: Any) -> Callable[..., ActorProxy]:
+    #: Ray's spelling: ``Counter.remote(1)`` is ``Counter(1)``.
+    remote = __call__
+
+    def options(self, **options: Any) -> ActorCreator:
         """Per-actor resources: ``Counter.options(num_cpus=1)()``."""
-        merged = {**self._defaults, **resolve_options(options, "actor")}
+        return ActorCreator(self, {**self._defaults, **resolve_options(options, "actor")})
 
-        def create(*args: Any, **kwargs: Any) -> ActorProxy:
-            return self._create(merged, args, kwargs)
 
-        return create
+class ActorCreator:
+    """A distributed class with options applied; call it to start an actor."""
+
+    __slots__ = ("_cls", "_options")
+
+    def __init__(self, cls: DistributedClass, options: dict[str, Any]) -> None:
+        self._cls, self._options = cls, options
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:
+        return self._cls._create(self._options, args, kwargs)
+
+    #: Ray's spelling: ``Counter.options(num_cpus=1).remote()``.
+    remote = __call__
+
+    def __repr__(self) -> str:
+        return f"<distributed class {self._cls._cls.__qualname__} with {self._options}>"
 
 
 @overload
@@ -335,7 +290,10 @@ def distribute(target: Any = None, **options: Any) -> Any:
     3
     """
     if target is None:
-        resolve_options(options)  # fail at the decorator line, not at the first call
+        # Fail at the decorator line, not at the first call; what it decorates is not known
+        # yet, so a task's and an actor's options are both allowed here, and checked as the
+        # one or the other once the function or class comes.
+        resolve_options(options, "either")
         return functools.partial(distribute, **options)
     if isinstance(target, (DistributedFunction, DistributedClass)):
         if not options:

@@ -159,6 +159,35 @@ def _check_str(key: str, value: Any) -> str:
     return value
 
 
+def _check_count(key: str, value: Any, least: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be {what}.")
+    return int(value)
+
+
+def _check_num_returns(value: Any) -> Any:
+    if value in ("dynamic", "streaming"):
+        return value
+    return _check_count(
+        "num_returns", value, 0, 'a whole number, 0 or more, or "streaming" (a generator)'
+    )
+
+
+def _check_lifetime(value: Any) -> str:
+    if value in ("detached", "non_detached"):
+        return str(value)
+    raise OptionsError(
+        f'lifetime={value!r} is not allowed: lifetime must be "detached" (the actor outlives '
+        'this kernel; stop it with eugo.hpc.kill) or "non_detached" (the default).'
+    )
+
+
+def _check_flag(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise OptionsError(f"{key}={value!r} is not allowed: {key} must be True or False.")
+    return value
+
+
 def _check_runtime_env(value: Any) -> Any:
     if value is None or isinstance(value, Mapping):
         return value
@@ -231,13 +260,33 @@ _CHECKS = {
     "name": lambda v: _check_str("name", v),
     "runtime_env": _check_runtime_env,
     "optimize": check_optimize,
+    "num_returns": _check_num_returns,
+    # An actor's own options, checked as Ray checks them when it creates the actor.
+    "max_concurrency": lambda v: _check_count("max_concurrency", v, 1, "a whole number, 1 or more"),
+    "max_restarts": lambda v: _check_count(
+        "max_restarts", v, -1, "a whole number, 0 or more, or -1 to restart forever"
+    ),
+    "max_task_retries": lambda v: _check_count(
+        "max_task_retries", v, -1, "a whole number, 0 or more, or -1 to retry forever"
+    ),
+    "max_pending_calls": lambda v: _check_count(
+        "max_pending_calls", v, -1, "a whole number, 1 or more, or -1 for no limit"
+    ),
+    "lifetime": _check_lifetime,
+    "namespace": lambda v: _check_str("namespace", v),
+    "get_if_exists": lambda v: _check_flag("get_if_exists", v),
 }
+
+#: What a bare ``@distribute(...)`` may take before it knows whether it decorates a function or
+#: a class; the decorated target is then checked as a task's or an actor's.
+_EITHER = RAY_TASK_OPTIONS | RAY_ACTOR_OPTIONS
 
 
 def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str, Any]:
     """Check call-site options and return them in the form Ray's ``.options()`` takes.
 
-    ``kind`` is ``"task"`` or ``"actor"`` (actors accept a different set of Ray options).
+    ``kind`` is ``"task"`` or ``"actor"`` (actors accept a different set of Ray options), or
+    ``"either"`` for a decorator that has not seen its function or class yet.
     Memory strings become bytes; ``None`` values are dropped (they mean "the default"). Pure: a
     ``gpu_memory`` is checked for its form and kept; :func:`resolve_options` sizes it.
 
@@ -245,8 +294,10 @@ def validate_options(options: Mapping[str, Any], kind: str = "task") -> dict[str
     {'num_cpus': 4, 'num_gpus': 0.25, 'memory': 1073741824}
     >>> validate_options({"gpu_memory": "6GB"})
     {'gpu_memory': 6000000000}
+    >>> validate_options({"max_restarts": 4, "max_concurrency": 2}, "actor")
+    {'max_restarts': 4, 'max_concurrency': 2}
     """
-    allowed = RAY_ACTOR_OPTIONS if kind == "actor" else RAY_TASK_OPTIONS
+    allowed = {"actor": RAY_ACTOR_OPTIONS, "either": _EITHER}.get(kind, RAY_TASK_OPTIONS)
     if kind == "actor" and options.get("optimize") not in (None, False):
         raise OptionsError(
             "optimize= is not an option for an actor: it compiles functions. Call an "
@@ -285,8 +336,9 @@ def _unknown_key_message(key: Any, allowed: frozenset[str], kind: str) -> str:
     public = sorted(k for k in allowed if not k.startswith("_"))
     close = difflib.get_close_matches(str(key), public, n=1)
     hint = f" Did you mean {close[0]}=?" if close else ""
+    what = {"actor": "an actor", "either": "a task or an actor"}.get(kind, "a task")
     return (
-        f"{key}= is not an option for a {kind}.{hint} The usual ones are "
+        f"{key}= is not an option for {what}.{hint} The usual ones are "
         f"{', '.join(k for k in DOCUMENTED if k in allowed)}; Ray also takes "
         f"{', '.join(k for k in public if k not in DOCUMENTED)}."
     )

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _raystate
 from .._rayaddress import gcs_wants_token, mismatch_sentence, reachable, speaks_gcs
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
@@ -43,6 +44,9 @@ class Connection:
 
 
 _connection: Connection | None = None
+# The Ray session _connection describes: Ray started again by the program itself
+# (ray.shutdown(), then ray.init(...)) is another one, which eugo follows (see ensure).
+_ray_session: str | None = None
 # Bumped on every init/shutdown so caches keyed on the cluster (feasibility) know to reset.
 generation = 0
 
@@ -117,11 +121,11 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     >>> eugo.hpc.init(num_cpus=2)            # doctest: +SKIP
     Connection(address='127.0.0.1:...', source='embedded', embedded=True, ...)
     """
-    global _connection, generation
+    global _connection, generation, _ray_session
     import ray
 
     if ray.is_initialized():
-        current = _connection or _adopt_existing()
+        current = _current()
         if address and address not in (current.address, "auto"):
             raise ClusterError(
                 f"This kernel is already connected to {current.address} ({current.source}). "
@@ -192,6 +196,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
         embedded=target is None,
         dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,
     )
+    _ray_session = _raystate.session_name()
     generation += 1
     _output.connected()
     return _connection
@@ -325,7 +330,7 @@ def use_token_auth() -> None:
 
 def _adopt_existing() -> Connection:
     """The user (or a Ray worker) initialised Ray without us: describe that connection."""
-    global _connection
+    global _connection, _ray_session
     import ray
 
     _connection = Connection(
@@ -334,21 +339,41 @@ def _adopt_existing() -> Connection:
         embedded=False,
         dashboard_url=None,
     )
+    _ray_session = _raystate.session_name()
     return _connection
 
 
+def _current() -> Connection:
+    """The connection Ray has now (Ray is initialised): ours, unless the program started Ray
+    again itself (``ray.shutdown()``, then ``ray.init(runtime_env=...)``, as Ray's documentation
+    changes a job's environment); then that new one, as under Ray."""
+    global generation
+    if _connection is not None and _raystate.session_name() == _ray_session:
+        return _connection
+    if _connection is not None:
+        _output.disconnect()  # the output hub lived on the Ray that is gone
+        generation += 1  # caches keyed on the cluster (feasibility) start again
+        _adopt_existing()
+        _output.connected()
+        return _connection  # type: ignore[return-value]
+    return _adopt_existing()
+
+
 def ensure() -> None:
-    """Connect on first use; a no-op afterwards (and always inside a Ray worker)."""
+    """Connect on first use; a no-op afterwards (and always inside a Ray worker), except that
+    a Ray the program started again itself is followed (see :func:`_current`)."""
     import ray
 
     if not ray.is_initialized():
         init()
+    elif _connection is not None:
+        _current()
 
 
 def connection() -> Connection:
     """The current connection, connecting first if needed."""
     ensure()
-    return _connection or _adopt_existing()
+    return _current()
 
 
 def shutdown() -> None:
@@ -356,12 +381,12 @@ def shutdown() -> None:
 
     >>> eugo.hpc.shutdown()                  # doctest: +SKIP
     """
-    global _connection, generation
+    global _connection, generation, _ray_session
     import ray
 
     _output.disconnect()
     ray.shutdown()
-    _connection = None
+    _connection = _ray_session = None
     generation += 1
     _remove_own_temp()
 

@@ -414,3 +414,41 @@ def test_an_async_actors_plain_methods_print_without_blocking_its_loop(kernel: K
     shown = kernel.under(cell) + kernel.under(after)
     assert "[Mixed] mixed ready" in shown and "[Mixed.plain] plain 7" in shown, shown
     assert "blocking ray.get" not in shown, shown
+
+
+def test_dynamic_and_streaming_generators_in_a_notebook_behave_as_under_ray(
+    kernel: Kernel,
+) -> None:
+    # In a kernel eugo wraps each function to route its prints (issue 37): the blocks a
+    # num_returns="dynamic" task reports, and a streaming method of an actor declared with
+    # actor options, must still be Ray's.
+    cell = kernel.run(
+        """
+        import ray
+        def split(n):
+            for i in range(n):
+                print('block', i)
+                yield [i] * (i + 1)
+        class Source:
+            def items(self, n):
+                for i in range(n):
+                    print('item', i)
+                    yield i * 10
+        seen = {}
+        for name, deco in (("ray", ray.remote), ("eugo", eugo.hpc.distribute)):
+            f = deco(num_returns="dynamic")(split)
+            blocks = ray.get(f.remote(3) if name == "ray" else f(3))
+            actor = deco(max_concurrency=2, max_restarts=1)(Source)
+            a = actor.remote() if name == "ray" else actor()
+            items = a.items.remote(2) if name == "ray" else a.items(2)
+            seen[name] = (type(blocks).__name__, [ray.get(b) for b in blocks],
+                          type(items).__name__, [ray.get(r) for r in items])
+        print(seen["ray"] == seen["eugo"], seen["eugo"])
+        """
+    )
+    assert (
+        "True ('DynamicObjectRefGenerator', [[0], [1, 1], [2, 2, 2]], 'ObjectRefGenerator', "
+        "[0, 10])" in kernel.stream(cell)
+    ), kernel.under(cell)
+    assert kernel.until(lambda: "[split] block 2" in kernel.under(cell)), kernel.under(cell)
+    assert kernel.until(lambda: "[Source.items] item 1" in kernel.under(cell))
