@@ -12,6 +12,7 @@ from ._cluster import ClusterInfo, cluster, waiting
 from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFunction, distribute
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
+from ._launching import clusters, launch
 from ._map import map
 from ._output import logs
 from ._profile.run import Report, Run, profile
@@ -36,9 +37,11 @@ __all__ = [
     "as_completed",
     "cancel",
     "cluster",
+    "clusters",
     "distribute",
     "get",
     "init",
+    "launch",
     "logs",
     "map",
     "optimize",
