@@ -33,7 +33,7 @@ from .client import ManagerClient
 __all__ = ["Channel", "InProcess", "Rest", "find_channel", "kernel_server"]
 
 _T = TypeVar("_T")
-_LOOPBACK = ("", "0.0.0.0", "::", "localhost", "127.0.0.1")  # noqa: S104 - names, not a bind
+_LOOPBACK = ("", "0.0.0.0", "::", "localhost", "127.0.0.1")
 
 
 class Channel(Protocol):

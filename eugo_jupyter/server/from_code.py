@@ -117,7 +117,7 @@ class Cluster:
 
     @property
     def status(self) -> str:
-        """"not started", "starting", "running", "stopping", "stopped" or "error"."""
+        """One of: not started, starting, running, stopping, stopped, error."""
         return str(self.refresh().get("status", "not started"))
 
     @property
@@ -227,7 +227,8 @@ class ClusterTable(list[dict[str, Any]]):
     def __repr__(self) -> str:
         rows = [list(self._COLUMNS), *self._rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(len(self._COLUMNS))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+        lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+        return "\n".join(line.rstrip() for line in lines)
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in self._COLUMNS)
