@@ -1,4 +1,6 @@
-"""kind "allocation" inside a real two-node SLURM job (munged, slurmctld, two slurmd here).
+"""Clusters from code on a real SLURM (munged, slurmctld, two slurmd here).
+
+kind "allocation" inside a two-node job, and kind "slurm" launched from a plain script.
 
 The job's script is a plain Python process (no Jupyter server) that calls
 ``eugo.hpc.launch("allocation")``: the head on the batch node, a worker through ``srun
@@ -144,3 +146,35 @@ def test_scancel_ends_the_cluster_with_the_job(slurm: Slurm, tmp_path: Path) -> 
     assert _left(str(facts["temp_dir"]))  # the guard for the check below: it is running
     subprocess.run(["scancel", job], env=slurm.env, check=True, timeout=60)
     assert _gone(str(facts["temp_dir"])) == []
+
+
+_SLURM_SCRIPT = """\
+import json, sys
+import eugo_jupyter as eugo
+
+with eugo.hpc.launch("slurm", name="scripted", nodes=2, walltime="00:20:00",
+                     cpus_per_node=1) as cluster:
+    jobs = [j["id"] for j in cluster.model["slurm"]["jobs"]]
+    nodes = len([n for n in cluster.refresh()["nodes"] if n["alive"]])
+    print(json.dumps({"sum": sum(eugo.hpc.map(abs, [-1, -2, 3])), "jobs": jobs, "nodes": nodes}))
+"""
+
+
+def test_a_script_launches_slurm_jobs_through_the_api_and_cancels_them(
+    slurm: Slurm, tmp_path: Path
+) -> None:
+    env = {**slurm.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}  # fmt: skip
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _SLURM_SCRIPT], env=env, capture_output=True, text=True,
+        timeout=DEADLINE, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["sum"] == 6 and facts["nodes"] == 2 and len(facts["jobs"]) == 2
+    queue = subprocess.run(
+        ["squeue", "--noheader", "--states=PENDING,RUNNING", "--format=%i"], env=slurm.env,
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.split()  # fmt: skip
+    assert not set(facts["jobs"]) & set(queue)  # close() cancelled both jobs
