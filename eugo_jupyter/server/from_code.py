@@ -81,6 +81,8 @@ def _facts(model: dict[str, Any]) -> dict[str, str]:
     alive = sum(1 for n in model.get("nodes", []) if n.get("alive"))
     status = model.get("status", "not started")
     facts = {"status": status + (f": {model['error']}" if model.get("error") else "")}
+    if model.get("progress"):
+        facts["status"] += f" ({model['progress']})"
     facts["nodes"] = f"{alive} alive"
     cpus, gpus = total.get("CPU", 0), total.get("GPU", 0)
     facts["resources"] = f"{cpus:g} CPUs" + (f", {gpus:g} GPUs" if gpus else "")

@@ -45,7 +45,9 @@ from .ray_start import (
     head_arguments,
     node_arguments,
     node_ip,
+    one_start,
     ray_executable,
+    retrying,
     why,
 )
 
@@ -242,9 +244,20 @@ class AllocationBackend(Backend):
                 f"Port {gcs} of job {job.job_id} is taken (another allocation cluster of this "
                 "job?): shut that one down first."
             )
-        head = _spawn(head_command(job, ip, temp_dir, run_for), Path(temp_dir) / "head.log")
-        _wait_for_head(head, gcs, Path(temp_dir) / "head.log", temp_dir, timeout)
-        pgids = [head]
+        log = Path(temp_dir) / "head.log"
+
+        def start_head() -> int:
+            with one_start():  # a few node starts at a time in this process
+                pid = _spawn(head_command(job, ip, temp_dir, run_for), log)
+                _wait_for_head(pid, gcs, log, temp_dir, timeout)
+            return pid
+
+        def reset() -> None:
+            stop([], temp_dir)
+            make_private(temp_dir)
+
+        say = lambda text: record.__setitem__("progress", text)  # noqa: E731 - the card's line
+        pgids = [retrying(start_head, reset, say, "The head")]
         for index, node in enumerate(job.nodes[1:], start=1):
             command = worker_command(job, node, index, gcs, temp_dir, run_for)
             pgids.append(_spawn(command, Path(temp_dir) / f"worker-{index}.log"))
