@@ -307,6 +307,10 @@ class ClusterManager:
         :mod:`.profiles`."""
         return copy.deepcopy(self._profiles)
 
+    def kinds(self) -> dict[str, dict[str, Any]]:
+        """Each kind's facts (``GET /eugo/kinds``), by kind."""
+        return {kind: backend.facts() for kind, backend in self.backends.items()}
+
     def _validate(self, body: Any) -> tuple[Backend, Spec]:
         if isinstance(body, dict) and "profile" in body:
             body = apply_profile(body, self._profiles)

@@ -29,6 +29,7 @@ _SCRIPT = """\
 import json, os, sys, time
 import ray
 import eugo_jupyter as eugo
+import eugo_jupyter.server.backends.allocation
 
 out = sys.argv[1]
 cluster = eugo.hpc.launch("allocation", name="in-job", margin=60)
@@ -51,6 +52,7 @@ facts = {
     "nodes": sorted(n["NodeID"] for n in nodes),
     "ran": ran,
     "id": cluster.id,
+    "offered": eugo_jupyter.server.backends.allocation.AllocationBackend().facts()["available"],
     "temp_dir": eugo.records.read_record(cluster.id)["temp_dir"],
 }
 with open(out + ".tmp", "w") as f:
@@ -130,6 +132,7 @@ def test_a_two_node_job_gets_ray_on_its_own_cpus_and_nothing_is_left_after_close
     job, out = _submit(slurm, tmp_path, "close")
     facts = _wait_for(out, tmp_path, job, slurm)
     assert facts["cpus"] == [2.0, 2.0]  # the job's 2 CPUs per node, not the nodes' 4
+    assert facts["offered"] is True  # inside a job, the panel offers "This job's nodes"
     assert len(facts["nodes"]) == 2 and facts["ran"] == facts["nodes"]  # a task on each node
     plan = str(facts["plan"])
     assert f"SLURM job {job}" in plan and "No job is submitted." in plan

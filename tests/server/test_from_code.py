@@ -139,6 +139,9 @@ def test_a_persistent_script_cluster_outlives_it_and_a_later_server_lists_it(
         ):
             listed = {m["id"]: m for m in client.clusters()}
             assert listed[facts["id"]]["status"] == "running"
+            # Not inside a batch job: the panel does not offer "This job's nodes".
+            in_job = any(os.environ.get(k) for k in ("SLURM_JOB_ID", "JOB_ID", "PBS_JOBID"))
+            assert client.call("GET", "eugo/kinds")["allocation"]["available"] is in_job
             assert listed[facts["id"]]["name"] == "kept"
             client.shutdown(facts["id"])
         assert _gone(facts["temp_dir"]) == []

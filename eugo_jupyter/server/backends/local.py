@@ -71,7 +71,10 @@ def _start_worker(
             say, f"Worker node {index + 1}", any_error=True,
         )  # fmt: skip
     except LaunchError as exc:
-        raise LaunchError(f"Worker node {index + 1} did not start: {exc}") from None
+        said = str(exc)
+        if said.startswith(f"Worker node {index + 1} "):  # the busy machine's sentence
+            raise
+        raise LaunchError(f"Worker node {index + 1} did not start: {said}") from None
 
 
 #: `ray start --head` failures worth one more try with new ports: a port taken between our pick
