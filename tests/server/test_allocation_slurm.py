@@ -157,9 +157,12 @@ import eugo_jupyter as eugo
 
 with eugo.hpc.launch("slurm", name="scripted", nodes=2, walltime="00:20:00",
                      cpus_per_node=1) as cluster:
-    jobs = [j["id"] for j in cluster.model["slurm"]["jobs"]]
     nodes = len([n for n in cluster.refresh()["nodes"] if n["alive"]])
-    print(json.dumps({"sum": sum(eugo.hpc.map(abs, [-1, -2, 3])), "jobs": jobs, "nodes": nodes}))
+    total = sum(eugo.hpc.map(abs, [-1, -2, 3]))
+    grown = len(cluster.scale(3).model["slurm"]["jobs"])   # one more worker job
+    shrunk = len(cluster.scale(2).model["slurm"]["jobs"])  # and cancelled again
+    jobs = [j["id"] for j in cluster.refresh()["slurm"]["jobs"]]
+    print(json.dumps({"sum": total, "jobs": jobs, "nodes": nodes, "scaled": [grown, shrunk]}))
 """
 
 
@@ -176,6 +179,7 @@ def test_a_script_launches_slurm_jobs_through_the_api_and_cancels_them(
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     assert facts["sum"] == 6 and facts["nodes"] == 2 and len(facts["jobs"]) == 2
+    assert facts["scaled"] == [3, 2]  # scale(n): n nodes, the head's job included
     queue = subprocess.run(
         ["squeue", "--noheader", "--states=PENDING,RUNNING", "--format=%i"], env=slurm.env,
         capture_output=True, text=True, timeout=60, check=True,
