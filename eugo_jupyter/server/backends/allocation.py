@@ -20,6 +20,7 @@ with the job: its processes are the job's.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import tempfile
@@ -139,13 +140,35 @@ def _run_for(job: Allocation, margin: int) -> float | None:
     return None if left is None else left - margin
 
 
-def _spawn(command: list[str], log: Path) -> int:
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
+def _spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:  # one log per try: what the last try said
+        return subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=environment(), start_new_session=True,
         )  # fmt: skip
-    return proc.pid
+
+
+def _nothing() -> None:
+    return None  # a failed worker's `ray start` has exited: nothing of it is left to stop
+
+
+#: What `ray start --block` prints once its node is up (then it blocks).
+_UP = "block forever"
+
+
+def _wait_for_worker(
+    proc: subprocess.Popen[bytes], node: str, log: Path, temp_dir: str, timeout: float
+) -> None:
+    """Until the worker's `ray start` says its node is up (through the launcher's output);
+    LaunchError if it exits first (the retry rule reads why) or takes longer than ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while _UP not in log.read_text(errors="replace"):
+        if proc.poll() is not None:
+            raise LaunchError(f"`ray start` on {node} failed: {why(log.read_text())}")
+        if time.monotonic() > deadline:
+            stop([proc.pid], temp_dir)
+            raise LaunchError(f"`ray start` on {node} did not come up within {timeout:g} s.")
+        time.sleep(0.5)
 
 
 def _wait_for_head(pid: int, address: str, log: Path, temp_dir: str, timeout: float) -> None:
@@ -248,7 +271,7 @@ class AllocationBackend(Backend):
 
         def start_head() -> int:
             with one_start():  # a few node starts at a time in this process
-                pid = _spawn(head_command(job, ip, temp_dir, run_for), log)
+                pid = _spawn(head_command(job, ip, temp_dir, run_for), log).pid
                 _wait_for_head(pid, gcs, log, temp_dir, timeout)
             return pid
 
@@ -258,9 +281,16 @@ class AllocationBackend(Backend):
 
         say = lambda text: record.__setitem__("progress", text)  # noqa: E731 - the card's line
         pgids = [retrying(start_head, reset, say, "The head")]
-        for index, node in enumerate(job.nodes[1:], start=1):
-            command = worker_command(job, node, index, gcs, temp_dir, run_for)
-            pgids.append(_spawn(command, Path(temp_dir) / f"worker-{index}.log"))
+        try:
+            for index, node in enumerate(job.nodes[1:], start=1):
+                command = worker_command(job, node, index, gcs, temp_dir, run_for)
+                start = functools.partial(
+                    self._worker, command, node.name, index, temp_dir, timeout
+                )
+                pgids.append(retrying(start, _nothing, say, f"The worker on {node.name}"))
+        except BaseException:
+            self.stop({"pgids": pgids, "temp_dir": temp_dir})
+            raise
         stops_at = None if run_for is None else time.time() + run_for
         return {
             "address": gcs,
@@ -270,6 +300,15 @@ class AllocationBackend(Backend):
             "pids": pgids,
             "allocation": {**fields.to_model(), "stops_at": stops_at},
         }
+
+    @staticmethod
+    def _worker(command: list[str], node: str, index: int, temp_dir: str, timeout: float) -> int:
+        """Start one worker through the launcher; its process group once its node is up."""
+        log = Path(temp_dir) / f"worker-{index}.log"
+        with one_start():
+            proc = _spawn(command, log)
+            _wait_for_worker(proc, node, log, temp_dir, timeout)
+        return proc.pid
 
     def state(self, record: dict[str, Any]) -> Observed:
         part = cast("dict[str, Any]", record.get("allocation") or {})
