@@ -54,8 +54,22 @@ class _GpuUse:
         return audit_records()
 
 
+class _Launcher:
+    # Lazy, as above: the Manager's backends and REST client load at the first launch.
+    def launch(self, kind: str, **fields: Any) -> Any:
+        from .server.from_code import launch
+
+        return launch(kind, **fields)
+
+    def clusters(self) -> Any:
+        from .server.from_code import clusters
+
+        return clusters()
+
+
 _hooks.set_gpu_memory_sizer(_size_gpu_memory)
 _hooks.set_gpu_use(_GpuUse())
+_hooks.set_launcher(_Launcher())
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ __all__ = [
     "new_token",
     "published_dashboard",
     "snapshot",
+    "startup_timed_out",
     "stop_failed_start",
     "task_node",
     "task_states",
@@ -434,6 +435,17 @@ def in_async_actor() -> bool:
 _STARTUP_TIMEOUT = "timed out during startup"
 
 
+def startup_timed_out(message: str) -> bool:
+    """Whether a failed node start only ran out of Ray's fixed time for its raylet to register
+    (a busy machine), so that another try may do: the one rule, for the embedded Ray
+    (:func:`stop_failed_start`) and the launched clusters' ``ray start``.
+
+    >>> startup_timed_out("The current node timed out during startup. This could happen ...")
+    True
+    """
+    return _STARTUP_TIMEOUT in message
+
+
 def stop_failed_start(exc: BaseException) -> bool:
     """Stop the processes of a local Ray node whose start raised ``exc``; whether the start
     only ran out of time (Ray's fixed 30 s for the raylet to register), so that one more try
@@ -451,6 +463,6 @@ def stop_failed_start(exc: BaseException) -> bool:
         node = traceback.tb_frame.f_locals.get("self")
         if isinstance(node, Node):
             node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
-            return _STARTUP_TIMEOUT in str(exc)
+            return startup_timed_out(str(exc))
         traceback = traceback.tb_next
     return False

@@ -16,6 +16,7 @@ from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._imap import imap, map
 from ._journal import Journal, journal
+from ._launching import clusters, launch
 from ._output import logs
 from ._profile.run import Report, Run, profile
 from ._readiness.measure import readiness
@@ -43,6 +44,7 @@ __all__ = [
     "as_completed",
     "cancel",
     "cluster",
+    "clusters",
     "debug",
     "distribute",
     "get",
@@ -51,6 +53,7 @@ __all__ = [
     "init",
     "journal",
     "kill",
+    "launch",
     "logs",
     "map",
     "optimize",

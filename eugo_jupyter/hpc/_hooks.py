@@ -15,6 +15,9 @@ in, so an unobserved call pays one lookup).
   latest GPU-use audit (registered by the package root, implemented in ``gpu/audit.py``);
   readiness and ``run.report()`` read them through :func:`measure_gpu_use` and
   :func:`latest_audit_records`, which answer ``None`` and ``[]`` when nothing is plugged in.
+- :func:`set_launcher`: what ``eugo.hpc.launch`` and ``eugo.hpc.clusters`` call (registered by
+  the package root, implemented in ``server/from_code.py``: the Manager's backends and REST API
+  sit above hpc).
 
 >>> calls = []
 >>> on_get(calls.append)
@@ -35,6 +38,7 @@ from ..exceptions import ConflictError, OptionsError
 __all__ = [
     "AuditHook",
     "GpuUse",
+    "Launcher",
     "Recorder",
     "audit",
     "latest_audit_records",
@@ -46,6 +50,7 @@ __all__ = [
     "set_audit",
     "set_gpu_memory_sizer",
     "set_gpu_use",
+    "set_launcher",
     "set_recorder",
     "size_gpu_memory",
 ]
@@ -102,6 +107,14 @@ class GpuUse(Protocol):
         ...
 
 
+class Launcher(Protocol):
+    """What the cluster launcher offers hpc (see ``server/from_code.py``)."""
+
+    def launch(self, kind: str, **fields: Any) -> Any: ...
+
+    def clusters(self) -> Any: ...
+
+
 #: The active run recorder (``eugo.hpc.profile()``), else None.
 recorder: Recorder | None = None
 #: Set only while ``eugo.gpu.audit()`` is active, else None.
@@ -109,6 +122,8 @@ audit: AuditHook | None = None
 _after_get: list[Callable[[list[Any]], None]] = []
 _gpu_memory_sizer: GpuMemorySizer | None = None
 _gpu_use: GpuUse | None = None
+#: What ``eugo.hpc.launch`` / ``eugo.hpc.clusters`` call (the package root registers it).
+launcher: Launcher | None = None
 #: ``optimize=`` for calls that do not say (``eugo.hpc.set_optimize``, ``%eugo optimize on``).
 optimize_default: bool | str = False
 
@@ -187,3 +202,9 @@ def measure_gpu_use(
 def latest_audit_records() -> list[AuditRecord]:
     """The latest GPU-use audit's records (``[]`` when there was none or none is plugged in)."""
     return _gpu_use.latest_records() if _gpu_use is not None else []
+
+
+def set_launcher(new: Launcher | None) -> None:
+    """Register what launches clusters from code (the package root does)."""
+    global launcher
+    launcher = new

@@ -110,6 +110,8 @@ class ClusterManager:
     """Launch, connect, monitor, scale, activate and stop clusters; methods return models.
 
     ``profiles`` are launch profiles an administrator offers (see :meth:`profiles`).
+    ``adopt=False`` (a manager inside a script, :mod:`.from_code`) leaves the records other
+    processes wrote alone: only a Jupyter server adopts what a previous one left.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class ClusterManager:
         profiles: list[dict[str, Any]] | None = None,
         find_clusters: bool = True,
         read: Callable[..., dict[str, Any]] = monitor.read,
+        adopt: bool = True,
     ):
         self.max_age = max_age
         self.launch_timeout = launch_timeout
@@ -134,6 +137,7 @@ class ClusterManager:
         self.observer = Observer(self.backends, read, max_age, read_timeout, self._slow, self._save)
         self._clusters: dict[str, _Cluster] = {}
         self._started: asyncio.Task[None] | None = None
+        self._adopt = adopt
         self._atexit = False
         self._watchdog: Any = None
         # Found clusters: heads on this machine the manager did not start.
@@ -153,6 +157,8 @@ class ClusterManager:
 
     async def _reconcile(self) -> None:
         """Find the clusters a previous server left: adopt the alive ones, forget the dead."""
+        if not self._adopt:
+            return
         loop = asyncio.get_running_loop()
         for record in records.list_records():
             backend = self.backends.get(str(record.get("kind")))
@@ -300,6 +306,10 @@ class ClusterManager:
         """The launch profiles this server offers (``GET /eugo/profiles``); see
         :mod:`.profiles`."""
         return copy.deepcopy(self._profiles)
+
+    def kinds(self) -> dict[str, dict[str, Any]]:
+        """Each kind's facts (``GET /eugo/kinds``), by kind."""
+        return {kind: backend.facts() for kind, backend in self.backends.items()}
 
     def _validate(self, body: Any) -> tuple[Backend, Spec]:
         if isinstance(body, dict) and "profile" in body:

@@ -12,6 +12,8 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
                                          # that ended by itself (wall time, killed), with `error`
                                          # saying why, until the user removes it
       "error": null | "a sentence saying what went wrong and what to do",
+      "progress": null | "The head: `ray start` timed out ...; try 2 of 3 in 2 s.",
+                                         # while "starting": what the launch is doing over again
       "active": false,                   # true: new kernels connect to this cluster
       "lifetime": "server" | "persistent" | null,   # null for kind "connect" (not ours to stop)
       "address": "192.0.2.2:52345" | null,   # GCS host:port ("ray://host:port" as given);
@@ -102,6 +104,7 @@ class _ClusterModelBase(TypedDict):
     kind: str
     status: str
     error: str | None
+    progress: str | None
     active: bool
     lifetime: str | None
     address: str | None
@@ -162,6 +165,7 @@ def make_cluster_model(
         "kind": str(record.get("kind")),
         "status": status,
         "error": error,
+        "progress": record.get("progress") if status == "starting" else None,
         "active": active_id == cluster_id,
         "lifetime": record.get("lifetime"),
         "address": record.get("address"),

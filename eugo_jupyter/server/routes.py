@@ -90,6 +90,15 @@ class ProfilesHandler(_Base):
         self._reply(self.manager.profiles())
 
 
+class KindsHandler(_Base):
+    """``GET /eugo/kinds``: each kind's facts (label, fields...; ``available`` for "allocation":
+    whether the server runs inside a batch job), so the panel offers only what can run here."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        self._reply(self.manager.kinds())
+
+
 class NodesHandler(_Base):
     """``POST /eugo/clusters/{id}/nodes`` adds a worker node (201 with the model);
     ``DELETE /eugo/clusters/{id}/nodes/{node}`` removes one (200 with the model)."""
@@ -214,6 +223,7 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
             (url_path_join(base_url, "eugo", "clusters") + r"/?", ClustersHandler),
             (url_path_join(base_url, "eugo", "clusters", "preview") + r"/?", PreviewHandler),
             (url_path_join(base_url, "eugo", "profiles") + r"/?", ProfilesHandler),
+            (url_path_join(base_url, "eugo", "kinds") + r"/?", KindsHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID) + r"/?", ClusterHandler),
             (url_path_join(base_url, "eugo", "clusters", _ID, "activate") + r"/?", ActivateHandler),
             (

@@ -266,6 +266,15 @@ export const previewLaunch = (request: ILaunchRequest): Promise<IPlan> =>
 export const listProfiles = (): Promise<IProfile[]> =>
   requestAPI<IProfile[]>('profiles');
 
+/** What the server says of each kind (`GET /eugo/kinds`); `available` only where it varies. */
+export interface IKindInfo {
+  label?: string;
+  available?: boolean;
+}
+
+export const listKinds = (): Promise<Record<string, IKindInfo>> =>
+  requestAPI<Record<string, IKindInfo>>('kinds');
+
 export const addNode = (id: string): Promise<ICluster> =>
   requestAPI<ICluster>(path(id, 'nodes'), { method: 'POST' });
 

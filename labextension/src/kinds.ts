@@ -25,6 +25,8 @@ export interface ILaunchKind {
   fields?: IBatchField[];
   /** A sentence under the wall time: where the head runs. */
   hint?: string;
+  /** Offered only where the server says the kind is available (`GET /eugo/kinds`). */
+  onlyWhereAvailable?: boolean;
 }
 
 const walltime = (placeholder: string, title: string): IBatchField => ({
@@ -154,6 +156,27 @@ export const LAUNCH_KINDS: ILaunchKind[] = [
         type: 'lines',
         default: '',
         placeholder: '-l gpu=1\n-ar 12'
+      }
+    ]
+  },
+  {
+    kind: 'allocation',
+    label: "This job's nodes",
+    form: 'batch',
+    className: 'eugo-AllocationForm',
+    onlyWhereAvailable: true,
+    hint:
+      'Ray across the batch job this server runs in: the head on this node, a worker on each ' +
+      "other node through the scheduler's own launcher (srun, qrsh -inherit, pbsdsh), on the " +
+      "job's CPUs only. No job is submitted.",
+    fields: [
+      {
+        key: 'margin',
+        label: 'Stop before the wall time (s)',
+        type: 'count',
+        default: 300,
+        min: 0,
+        max: 604800
       }
     ]
   }

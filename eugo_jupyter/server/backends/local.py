@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -33,6 +34,7 @@ from .ray_start import (
     node_arguments,
     node_ip,
     ray_executable,
+    retrying,
     run_ray_start,
 )
 
@@ -50,54 +52,80 @@ class Launched:
 
 
 def _start_worker(
-    spec: NodeSpec, address: str, ip: str, temp_dir: str, timeout: float, index: int
+    spec: NodeSpec,
+    address: str,
+    ip: str,
+    temp_dir: str,
+    timeout: float,
+    index: int,
+    say: Callable[[str | None], None],
 ) -> int:
-    """Start one worker node, trying twice: a busy GCS can miss a raylet's first registration."""
-    for attempt in (1, 2):
-        try:
-            return run_ray_start(
+    """Start one worker node, tried again (with a pause) if it fails: a busy GCS can miss a
+    raylet's first registration."""
+    try:
+        return retrying(
+            lambda: run_ray_start(
                 [f"--address={address}", *node_arguments(spec, ip, temp_dir)], timeout
-            )
-        except LaunchError as exc:
-            if attempt == 2:
-                raise LaunchError(f"Worker node {index + 1} did not start: {exc}") from None
-    raise AssertionError("unreachable")
+            ),
+            lambda: None,  # a failed `ray start` leaves nothing: its group was killed
+            say, f"Worker node {index + 1}", any_error=True,
+        )  # fmt: skip
+    except LaunchError as exc:
+        said = str(exc)
+        if said.startswith(f"Worker node {index + 1} "):  # the busy machine's sentence
+            raise
+        raise LaunchError(f"Worker node {index + 1} did not start: {said}") from None
 
 
-#: `ray start --head` failures worth one more try: a port taken between our pick and Ray's bind,
-#: and a busy machine where the node misses Ray's fixed registration window.
-_RETRIED = ("already in use", "during startup", "Failed to get node info")
+#: `ray start --head` failures worth one more try with new ports: a port taken between our pick
+#: and Ray's bind. (A start that timed out on a busy machine is :func:`.ray_start.retrying`'s.)
+_PORT_RACE = ("already in use", "Failed to get node info")
+
+
+def _quiet(_: str | None) -> None:
+    return None
 
 
 def launch(
-    head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180
-) -> Launched:
-    """Start a head and ``workers`` on this machine; every node up, or nothing left running."""
+    head: NodeSpec, workers: list[NodeSpec], temp_dir: str, timeout: float = 180,
+    say: Callable[[str | None], None] = _quiet,
+) -> Launched:  # fmt: skip
+    """Start a head and ``workers`` on this machine; every node up, or nothing left running.
+
+    ``say`` hears each retry of a start (the card shows it) and None once a start went on.
+    """
     ip = node_ip()
     secure_token_file(create=True)  # `ray start` would write a missing token world-readable
     make_private(temp_dir)  # Ray's own folders (0777) go inside, at ray_temp_dir(temp_dir)
-    for attempt in (1, 2):
-        head_args, gcs_port, dashboard_port = head_arguments(head, ip, temp_dir)
-        try:
-            pgids = [run_ray_start(head_args, timeout)]
-            break
-        except LaunchError as exc:
-            # Ports are picked free, but another program can take one before Ray binds it; and
-            # on a busy machine the raylet can miss `ray start`'s fixed 30 s registration window.
-            if attempt == 1 and any(s in str(exc) for s in _RETRIED):
-                stop([], temp_dir)  # what the failed start left (its daemons name temp_dir)
-                make_private(temp_dir)
-                continue
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            raise
-        except BaseException:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            raise
+
+    def reset() -> None:
+        stop([], temp_dir)  # what the failed start left (its daemons name temp_dir)
+        make_private(temp_dir)
+
+    def start_head() -> tuple[int, int | str, int | str]:
+        for attempt in (1, 2):
+            head_args, gcs, dashboard = head_arguments(head, ip, temp_dir)
+            try:
+                return run_ray_start(head_args, timeout), gcs, dashboard
+            except LaunchError as exc:
+                # Ports are picked free, but another program can take one before Ray binds it.
+                if attempt == 1 and any(s in str(exc) for s in _PORT_RACE):
+                    reset()
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    try:
+        pgid, gcs_port, dashboard_port = retrying(start_head, reset, say, "The head")
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    pgids = [pgid]
     address = f"{ip}:{gcs_port}"
     try:
         # One after the other: on a small, busy machine parallel starts only make each slower.
         for index, worker in enumerate(workers):
-            pgids.append(_start_worker(worker, address, ip, temp_dir, timeout, index))
+            pgids.append(_start_worker(worker, address, ip, temp_dir, timeout, index, say))
     except BaseException:
         stop(pgids, temp_dir)
         raise
@@ -196,7 +224,10 @@ class LocalBackend(Backend):
         fields: LocalSpec = spec.fields
         # Short on purpose: Ray puts unix sockets under it (108-byte limit).
         temp_dir = f"{tempfile.gettempdir()}/eugo-{record['id']}"
-        started = launch(fields.head, list(fields.workers), temp_dir, timeout)
+        started = launch(
+            fields.head, list(fields.workers), temp_dir, timeout,
+            say=lambda text: record.__setitem__("progress", text),
+        )  # fmt: skip
         return {
             "address": started.gcs_address,
             "dashboard_url": started.dashboard_url,

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 __all__ = [
-    "arguments", "cluster_processes", "cmdline", "descendants", "environment", "group_members",
-    "owned_groups", "pids", "session_id", "socket_holders", "start_time", "stop", "table",
-    "tcp_sockets",
+    "arguments", "cgroup_memory_limit", "cluster_processes", "cmdline", "descendants",
+    "environment", "group_members", "owned_groups", "pids", "session_id", "socket_holders",
+    "start_time", "stop", "table", "tcp_sockets",
 ]  # fmt: skip
 
 
@@ -44,6 +44,33 @@ def table() -> dict[int, tuple[int, int, int]]:
         if len(rest) > 19 and rest[0] not in ("Z", "X"):
             found[int(entry.name)] = (int(rest[1]), int(rest[2]), int(rest[19]))
     return found
+
+
+def cgroup_memory_limit(root: str = "/sys/fs/cgroup") -> int | None:
+    """The memory limit of this process's cgroup (the lowest on its path), in bytes; None if
+    there is none (v2's ``memory.max``, v1's ``memory.limit_in_bytes``)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    found: list[int] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            base, name = Path(root), "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = Path(root) / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):  # a parent's limit binds too
+            try:
+                value = (base.joinpath(*parts[:depth]) / name).read_text().strip()
+            except OSError:
+                continue
+            if value.isdigit() and int(value) < 2**62:
+                found.append(int(value))
+    return min(found) if found else None
 
 
 def _alive(ours: set[tuple[int, int]]) -> set[tuple[int, int]]:

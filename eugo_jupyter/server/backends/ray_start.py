@@ -19,10 +19,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from ..._raystate import startup_timed_out
 from ..._tempdirs import ray_temp_dir
 from ...exceptions import LaunchError
 from ..exporters import closed_exporters
@@ -30,9 +34,68 @@ from .processes import _kill_groups
 
 __all__ = [
     "HEAD_PORTS", "NODE_PORTS", "REPORT_EVERY_MS", "SYSTEM_CONFIG", "NodeSpec", "describe",
-    "distinct_ports", "environment", "free_port", "head_arguments", "node_arguments", "node_ip",
-    "ray_executable", "run_ray_start", "why",
+    "RETRY_DELAYS", "STARTS_AT_ONCE", "busy_sentence", "distinct_ports", "environment",
+    "free_port", "head_arguments", "node_arguments", "node_ip", "one_start", "ray_executable",
+    "retrying", "run_ray_start", "why",
 ]  # fmt: skip
+
+_T = TypeVar("_T")
+
+#: Node starts this process runs at the same time: several launches asked at once on one
+#: machine start their nodes a few at a time, so that each start gets the CPU it needs (four
+#: at once on a busy 2-core machine all missed Ray's fixed 30 s registration window).
+STARTS_AT_ONCE = 2
+_starts = threading.BoundedSemaphore(STARTS_AT_ONCE)
+#: Pauses before the second and third try of a start that timed out on a busy machine.
+RETRY_DELAYS = (2.0, 6.0)
+
+
+def one_start() -> threading.BoundedSemaphore:
+    """Hold this while a node starts (``with one_start(): ...``)."""
+    return _starts
+
+
+def busy_sentence(what: str, tries: int) -> str:
+    """The card's sentence when a start gave up on a busy machine: the load, and what to do."""
+    cpus = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{what} timed out during startup {tries} times: this machine is busy (load {load:.1f} "
+        f"on {cpus} CPUs). Launch again when it is quieter, with fewer nodes, or on a batch "
+        "scheduler's nodes."
+    )
+
+
+def retrying(
+    start: Callable[[], _T],
+    cleanup: Callable[[], None],
+    say: Callable[[str | None], None],
+    what: str,
+    any_error: bool = False,
+) -> _T:
+    """``start()``, tried again (after ``cleanup()``, with a pause) while it fails by timing
+    out during startup (:func:`~eugo_jupyter._raystate.startup_timed_out`, the embedded Ray's
+    rule), or on any LaunchError with ``any_error``; ``say`` tells the card each retry."""
+    tries = len(RETRY_DELAYS) + 1
+    for attempt in range(1, tries + 1):
+        try:
+            result = start()
+        except LaunchError as exc:
+            timed_out = startup_timed_out(str(exc))
+            if not (timed_out or any_error):
+                raise
+            cleanup()
+            if attempt == tries:
+                raise LaunchError(busy_sentence(what, tries) if timed_out else str(exc)) from None
+            delay = RETRY_DELAYS[attempt - 1]
+            cause = "timed out during startup (a busy machine)" if timed_out else str(exc)
+            say(f"{what}: `ray start` {cause}; try {attempt + 1} of {tries} in {delay:g} s.")
+            time.sleep(delay)
+            continue
+        say(None)
+        return result
+    raise AssertionError("unreachable")
+
 
 #: How often the cluster's workers and drivers send their task events to the GCS (Ray's default
 #: is every second). The panel's task counts can only be as fresh as these reports; the GCS's
@@ -177,7 +240,9 @@ def node_arguments(
 def why(output: str) -> str:
     """The most telling line of a failed ``ray start``."""
     lines = [line.strip() for line in output.splitlines() if line.strip() and " INFO " not in line]
-    for needle in ("address already in use", "already in use", "Error", "error", "Exception"):
+    needles = ("timed out during startup", "address already in use", "already in use", "Error",
+               "error", "Exception")  # fmt: skip
+    for needle in needles:
         for line in reversed(lines):
             if needle in line:
                 return line[:500]
@@ -185,7 +250,14 @@ def why(output: str) -> str:
 
 
 def run_ray_start(args: list[str], timeout: float) -> int:
-    """Run one ``ray start`` in a new session; returns its process group id (== its pid)."""
+    """Run one ``ray start`` in a new session; returns its process group id (== its pid).
+
+    At most :data:`STARTS_AT_ONCE` run at a time in this process."""
+    with _starts:
+        return _run_ray_start(args, timeout)
+
+
+def _run_ray_start(args: list[str], timeout: float) -> int:
     proc = subprocess.Popen(
         [ray_executable(), "start", *args],
         stdout=subprocess.PIPE,

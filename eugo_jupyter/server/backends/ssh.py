@@ -84,6 +84,7 @@ class SshBackend(Backend):
 
     kind = "ssh"
     label = "SSH"
+    form_fields = _SSH_KEYS
 
     def validate(self, body: dict[str, Any]) -> Spec:
         requests.keys(body, ("kind", "name", "lifetime", "ssh", "head"), "an ssh launch")

@@ -5,7 +5,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { IProfile, listProfiles } from '../api';
+import { IKindInfo, IProfile, listKinds, listProfiles } from '../api';
 import { CommandIDs } from '../commands';
 import { eugoIcon } from '../icon';
 import { ClusterStore } from '../model';
@@ -65,11 +65,17 @@ function LaunchSection({
 }) {
   const [where, setWhere] = React.useState<string>(LAUNCH_KINDS[0].kind);
   const [profiles, setProfiles] = React.useState<IProfile[]>([]);
+  const [kinds, setKinds] = React.useState<Record<string, IKindInfo>>({});
   React.useEffect(() => {
     // Profiles come from the server's configuration; none (or an older server) is fine.
     listProfiles().then(setProfiles, () => setProfiles([]));
+    // "This job's nodes" only where the server runs inside a batch job; an older server: never.
+    listKinds().then(setKinds, () => setKinds({}));
   }, []);
-  const chosen = LAUNCH_KINDS.find(k => k.kind === where) ?? LAUNCH_KINDS[0];
+  const offered = LAUNCH_KINDS.filter(
+    k => !k.onlyWhereAvailable || kinds[k.kind]?.available
+  );
+  const chosen = offered.find(k => k.kind === where) ?? offered[0];
   return (
     <details className="eugo-Section" open={open}>
       <summary className="eugo-Section-title">Launch a cluster</summary>
@@ -78,7 +84,7 @@ function LaunchSection({
         role="radiogroup"
         aria-label="Where to launch"
       >
-        {LAUNCH_KINDS.map(({ kind, label }) => (
+        {offered.map(({ kind, label }) => (
           <label
             key={kind}
             className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}
