@@ -7,14 +7,14 @@ class's own name (``c.SlurmBackend.shared_dir``, ``c.GridEngineBackend.memory_re
 manager and the watchdog both take their backends from there.
 
 >>> sorted(default_backends())
-['connect', 'gridengine', 'local', 'slurm', 'ssh']
+['connect', 'gridengine', 'kubernetes', 'local', 'slurm', 'ssh']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import connect, gridengine, local, slurm, ssh  # noqa: F401  (importing registers them)
+from . import connect, gridengine, kuberay, local, slurm, ssh  # noqa: F401  (importing registers them)
 from .base import Backend, Observed, Plan, PlanModel, Spec, registered
 
 __all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec", "default_backends", "registered"]
