@@ -126,7 +126,7 @@ class KindFacts(TypedDict):
     (:meth:`.backends.base.Backend.facts`)."""
 
     label: str  # "SLURM", "Grid Engine", "local"
-    node_label: str  # what one node is: "job" (a scheduler's) or "node"
+    node_label: str  # what one node is: "job" (a scheduler's), "pod" (Kubernetes') or "node"
     stop_effect: str  # what Shut down does: "cancels its jobs"
     scalable: bool
     fields: list[str]  # the keys of the launch body's part named after the kind

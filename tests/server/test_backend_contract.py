@@ -154,7 +154,7 @@ def test_the_facts_speak_for_the_kind(case: Case) -> None:
     facts = case.backend.facts()
     assert facts["label"] and facts["stop_effect"].endswith(".")
     assert facts["scalable"] is case.backend.scalable
-    assert facts["node_label"] in ("job", "node")
+    assert facts["node_label"] in ("job", "pod", "node")
 
 
 def test_start_state_scale_stop_and_adopt(case: Case) -> None:

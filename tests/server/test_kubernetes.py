@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,10 @@ import jsonschema
 import pytest
 
 from eugo_jupyter.exceptions import ClusterError, OptionsError
-from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.backends.kuberay import KubernetesBackend
 from eugo_jupyter.server.backends.kuberay_manifest import default_image, manifest, secret
 from tests.fixtures.jupyter import error_of, fetch_json, poll_model
-from tests.fixtures.kube_api import Running, kube_api
+from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
 
 SCHEMA = json.loads(
     (
@@ -268,25 +266,8 @@ def test_an_image_that_cannot_be_pulled_blocks_the_launch(kube: Running) -> None
 @pytest.fixture(scope="module")
 def ray_head(kube: Running) -> Iterator[dict[str, int]]:
     """A real Ray head on 127.0.0.1 that the mock head pod's port-forward reaches."""
-    from eugo_jupyter.server.backends.ray_start import (
-        NodeSpec,
-        distinct_ports,
-        head_arguments,
-        run_ray_start,
-    )
-
-    temp_dir = tempfile.mkdtemp(prefix="eugo-k8s-")
-    args, gcs, dashboard = head_arguments(
-        NodeSpec(num_cpus=1), "127.0.0.1", temp_dir, distinct_ports()
-    )
-    client = int(next(a for a in args if a.startswith("--ray-client-server-port=")).split("=")[1])
-    pgid = run_ray_start(args, 180.0)
-    kube.api.ports.update({6379: int(gcs), 8265: int(dashboard), 10001: client})
-    try:
-        yield {"gcs": int(gcs), "client": client}
-    finally:
-        kube.api.ports.clear()
-        assert processes.stop([pgid], temp_dir) == []
+    with ray_head_behind(kube) as ports:
+        yield ports
 
 
 TASK = """

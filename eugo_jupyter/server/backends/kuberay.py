@@ -62,7 +62,7 @@ class KubernetesBackend(Backend):
 
     kind = "kubernetes"
     label = "Kubernetes"
-    node_label = "node"
+    node_label = "pod"
     scalable = True
     starts_quickly = True  # two API calls: a refusal (403, no KubeRay) is the request's 400
     stop_effect = (
