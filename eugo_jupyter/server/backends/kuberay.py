@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from typing import Any
 
 from traitlets import Float, Unicode
@@ -81,7 +82,8 @@ class KubernetesBackend(Backend):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._forwards: dict[str, Forward] = {}
+        self._forwards: dict[str, Forward] = {}  # cluster id -> the port-forward to its head
+        self._forwarding = threading.RLock()
         self._kube = Client()
 
     # -- the five steps
@@ -236,10 +238,11 @@ class KubernetesBackend(Backend):
                 f"ray://{host}:{PORTS['client']}",
             )
         key, pod = str(record["id"]), head["metadata"]["name"]
-        fwd = self._forwards.get(key)
-        if fwd is None or fwd.closed or getattr(fwd, "pod", None) != pod:
-            self._unforward(record)
-            fwd = self._forwards[key] = self._kube.forward(own["namespace"], pod)
+        with self._forwarding:  # state() may run in two threads at once
+            fwd = self._forwards.get(key)
+            if fwd is None or fwd.closed or fwd.name != pod:  # a new head pod: a new forward
+                self._unforward(record)
+                fwd = self._forwards[key] = self._kube.forward(own["namespace"], pod)
         return (
             f"127.0.0.1:{fwd.local(PORTS['gcs-server'])}",
             f"http://127.0.0.1:{fwd.local(PORTS['dashboard'])}",
@@ -247,7 +250,8 @@ class KubernetesBackend(Backend):
         )
 
     def _unforward(self, record: dict[str, Any]) -> None:
-        fwd = self._forwards.pop(str(record.get("id")), None)
+        with self._forwarding:
+            fwd = self._forwards.pop(str(record.get("id")), None)
         if fwd is not None:
             fwd.close()
 

@@ -153,9 +153,7 @@ class Client:
                 core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
             )
 
-        fwd = Forward(open_stream, tuple(PORTS.values()))
-        fwd.pod = pod  # type: ignore[attr-defined]
-        return fwd
+        return Forward(open_stream, tuple(PORTS.values()), name=pod)
 
     def wait_gone(self, own: dict[str, Any], timeout: float) -> list[str]:
         """Wait on a pod watch until no pod of the cluster is left; returns those left."""

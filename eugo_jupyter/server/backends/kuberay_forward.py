@@ -28,7 +28,10 @@ __all__ = ["Forward"]
 class Forward:
     """Local ports for ``remote_ports`` of one pod, open until :meth:`close`."""
 
-    def __init__(self, open_stream: Callable[[int], Any], remote_ports: tuple[int, ...]) -> None:
+    def __init__(
+        self, open_stream: Callable[[int], Any], remote_ports: tuple[int, ...], name: str = ""
+    ) -> None:
+        self.name = name  # what it reaches (the pod's name)
         self._open = open_stream
         self._closed = threading.Event()
         self._listeners: dict[int, socket.socket] = {}
