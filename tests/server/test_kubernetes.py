@@ -228,6 +228,40 @@ def test_a_forbidden_namespace_is_a_sentence_and_leaves_nothing(kube: Running) -
     assert _left(kube) == {"rayclusters": [], "secrets": [], "pods": []}
 
 
+def test_no_kuberay_is_named_and_the_secret_is_taken_back(kube: Running) -> None:
+    """The mock API server answers 404 for rayclusters, as one without KubeRay does (no real
+    API server can run here): the Secret made first is deleted again."""
+    kube.api.no_kuberay = True
+    try:
+        with pytest.raises(ClusterError, match=r"the KubeRay operator .* is not installed there"):
+            _launched(KubernetesBackend(), "nokuberay", {})
+    finally:
+        kube.api.no_kuberay = False
+    assert _left(kube) == {"rayclusters": [], "secrets": [], "pods": []}
+
+
+def test_the_mock_refuses_what_the_crd_schema_refuses(kube: Running) -> None:
+    """So that every RayCluster the lifecycle tests send (created or patched) is checked
+    against KubeRay's schema too, as a real API server with the CRD would (none runs here)."""
+    backend = KubernetesBackend()
+    spec = backend.validate({"kind": "kubernetes"}).fields
+    body = manifest(spec, "eugo-bad")
+    body["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
+    with pytest.raises(ClusterError, match=r"\(422: RayCluster is invalid: spec\.workerGroupSpecs"):
+        backend._kube.call(
+            "create the RayCluster",
+            "default",
+            "custom",
+            "create_namespaced_custom_object",
+            "ray.io",
+            "v1",
+            "default",
+            "rayclusters",
+            body,
+        )
+    assert _left(kube)["rayclusters"] == []
+
+
 def test_a_pod_no_node_can_take_says_why_and_waits(kube: Running) -> None:
     """The operator double leaves the GPU worker Pending/Unschedulable with the scheduler's
     event, as a cluster without free GPUs does (the API server is a mock: none runs here)."""
