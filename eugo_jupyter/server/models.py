@@ -44,7 +44,9 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
                 "scalable": true, "fields": ["partition", ...]},   # the kind's own words
       "slurm": {"jobs": [...], ...}      # only for kind "slurm" ("gridengine" for Grid Engine...):
                                          # the backend's own state, under its kind's name
-                                         # (see backends/batch.py)
+                                         # (see backends/batch.py); "kubernetes": the
+                                         # RayCluster's name, namespace, state, message,
+                                         # client_address (ray://) and its pods as "jobs"
       "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
       "found": {"temp_dir", "session_dir", "pid"},  # only for kind "found" (discovery.py)
       "findings": [...]                  # the latest profiled runs' findings, newest first
@@ -127,7 +129,7 @@ class KindFacts(TypedDict):
     (:meth:`.backends.base.Backend.facts`)."""
 
     label: str  # "SLURM", "Grid Engine", "local"
-    node_label: str  # what one node is: "job" (a scheduler's) or "node"
+    node_label: str  # what one node is: "job" (a scheduler's), "pod" (Kubernetes') or "node"
     stop_effect: str  # what Shut down does: "cancels its jobs"
     scalable: bool
     fields: list[str]  # the keys of the launch body's part named after the kind
@@ -141,6 +143,7 @@ class ClusterModel(_ClusterModelBase, total=False):
     slurm: dict[str, Any]
     gridengine: dict[str, Any]
     ssh: dict[str, Any]
+    kubernetes: dict[str, Any]
     expiry: ExpiryModel | None
     found: dict[str, Any]
 

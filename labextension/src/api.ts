@@ -120,7 +120,8 @@ export interface IBatchState {
 /** The batch schedulers' state in a model: the key named after its kind. */
 export function batchState(cluster: ICluster): IBatchState | undefined {
   const state = (cluster as unknown as Record<string, unknown>)[cluster.kind];
-  return cluster.facts?.node_label === 'job' && state
+  const rows = cluster.facts?.node_label;
+  return (rows === 'job' || rows === 'pod') && state
     ? (state as IBatchState)
     : undefined;
 }

@@ -1,6 +1,7 @@
 // The kinds of cluster the launch form offers, as one table: a new backend is one entry here.
 // A batch scheduler's entry lists its form's fields; the form, the preview, the job table on
-// the card and the shutdown sentence are shared (panel/batch.tsx, panel/jobs.tsx).
+// the card and the shutdown sentence are shared (panel/batch.tsx, panel/jobs.tsx). A kind whose
+// body part is not flat (Kubernetes: a head and worker groups) says how to build it (`part`).
 
 /** One field of a batch scheduler's form: a key of the body's part named after the kind. */
 export interface IBatchField {
@@ -23,10 +24,43 @@ export interface ILaunchKind {
   /** The form's CSS class (tests and styles find it by this). */
   className?: string;
   fields?: IBatchField[];
-  /** A sentence under the wall time: where the head runs. */
+  /** A sentence under the wall time (or the first field): where the head runs. */
   hint?: string;
   /** Offered only where the server says the kind is available (`GET /eugo/kinds`). */
   onlyWhereAvailable?: boolean;
+  /** The body's part from the form's values (empty ones left out); default: the values. */
+  part?: (values: Record<string, string | number>) => Record<string, unknown>;
+}
+
+/** The `kubernetes` body part: one head and one worker group from the form's flat fields. */
+export function kubernetesPart(
+  values: Record<string, string | number>
+): Record<string, unknown> {
+  const has = (key: string) => values[key] !== undefined && values[key] !== '';
+  const pick = (keys: [string, string][]) =>
+    Object.fromEntries(
+      keys.filter(([from]) => has(from)).map(([from, to]) => [to, values[from]])
+    );
+  return {
+    ...pick([
+      ['namespace', 'namespace'],
+      ['image', 'image'],
+      ['queue', 'queue'],
+      ['service_account', 'service_account']
+    ]),
+    head: pick([
+      ['head_cpus', 'cpus'],
+      ['head_memory', 'memory']
+    ]),
+    worker_groups: [
+      pick([
+        ['workers', 'replicas'],
+        ['worker_cpus', 'cpus'],
+        ['worker_memory', 'memory'],
+        ['worker_gpus', 'gpus']
+      ])
+    ]
+  };
 }
 
 const walltime = (placeholder: string, title: string): IBatchField => ({
@@ -177,6 +211,89 @@ export const LAUNCH_KINDS: ILaunchKind[] = [
         default: 300,
         min: 0,
         max: 604800
+      }
+    ]
+  },
+  {
+    kind: 'kubernetes',
+    label: 'Kubernetes',
+    form: 'batch',
+    className: 'eugo-KubernetesForm',
+    hint:
+      'A KubeRay RayCluster in this namespace (the KubeRay operator must be installed); the ' +
+      "server uses your kubeconfig, or its pod's service account.",
+    part: kubernetesPart,
+    fields: [
+      {
+        key: 'namespace',
+        label: 'Namespace',
+        type: 'text',
+        default: 'default'
+      },
+      {
+        key: 'image',
+        label: 'Image',
+        type: 'text',
+        default: '',
+        placeholder: "rayproject/ray of this server's Ray"
+      },
+      {
+        key: 'head_cpus',
+        label: 'Head CPUs',
+        type: 'count',
+        default: 1,
+        min: 1,
+        max: 4096
+      },
+      {
+        key: 'head_memory',
+        label: 'Head memory',
+        type: 'text',
+        default: '4Gi'
+      },
+      {
+        key: 'workers',
+        label: 'Workers',
+        type: 'count',
+        default: 1,
+        min: 0,
+        max: 1000
+      },
+      {
+        key: 'worker_cpus',
+        label: 'CPUs per worker',
+        type: 'count',
+        default: 1,
+        min: 1,
+        max: 4096
+      },
+      {
+        key: 'worker_memory',
+        label: 'Memory per worker',
+        type: 'text',
+        default: '4Gi'
+      },
+      {
+        key: 'worker_gpus',
+        label: 'GPUs per worker (nvidia.com/gpu)',
+        type: 'count',
+        default: 0,
+        min: 0,
+        max: 64
+      },
+      {
+        key: 'queue',
+        label: 'Kueue queue',
+        type: 'text',
+        default: '',
+        placeholder: 'optional (a LocalQueue)'
+      },
+      {
+        key: 'service_account',
+        label: 'Service account',
+        type: 'text',
+        default: '',
+        placeholder: "optional (the namespace's default)"
       }
     ]
   }

@@ -6,13 +6,16 @@ gives each test a backend: the fake (``tests/fixtures/fake_backend.py``), the lo
 cell). The contract: validate accepts a body and refuses an unknown key by name; plan starts
 nothing; start, state, scale (where offered), stop (nothing left) and adopt (a stopped record is
 forgotten); the model's facts about the kind. The ssh backend's real part (hosts in network
-namespaces) is its own test bed's (tests/testbed), and ``connect`` starts nothing.
+namespaces) is its own test bed's (tests/testbed), and ``connect`` starts nothing. The kubernetes
+backend runs against the mock API server of ``tests/fixtures/kube_api.py`` with its double of the
+KubeRay operator: no Kubernetes API server can run on these machines.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ class Case:
     body: dict[str, Any]
     part: str  # where the body's backend-specific keys go ("" for top-level ones)
     nodes: int = 2  # the Ray nodes the body asks for
+    settle: Any = None  # for a backend whose workers appear a moment after a scale: wait for it
 
 
 def _with_env(variables: dict[str, str]) -> Iterator[None]:
@@ -92,7 +96,28 @@ def _in_env(variables: dict[str, str], case: Case) -> Iterator[Case]:
         next(gen, None)
 
 
-CASES = {"fake": _fake, "local": _local, "slurm": _slurm, "gridengine": _gridengine}
+def _kubernetes(tmp: Path) -> Iterator[Case]:
+    """Against the mock API server: none can run here (see tests/fixtures/kube_api.py)."""
+    from eugo_jupyter.server.backends.kuberay import KubernetesBackend
+    from tests.fixtures.kube_api import kube_api
+
+    def settle(backend: Backend, record: dict[str, Any], workers: int) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rows = backend.state(record).detail["jobs"]
+            if [r["role"] for r in rows if r["state"] == "Running"].count("worker") == workers:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the workers never settled at {workers}")
+
+    with kube_api(tmp) as api:
+        body = {"kind": "kubernetes", "kubernetes": {"worker_groups": [{"replicas": 1}]}}
+        case = Case(KubernetesBackend(), body, "kubernetes", settle=settle)
+        yield from _in_env({"KUBECONFIG": str(api.kubeconfig)}, case)
+
+
+CASES = {"fake": _fake, "local": _local, "slurm": _slurm, "gridengine": _gridengine,
+         "kubernetes": _kubernetes}  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -129,7 +154,7 @@ def test_the_facts_speak_for_the_kind(case: Case) -> None:
     facts = case.backend.facts()
     assert facts["label"] and facts["stop_effect"].endswith(".")
     assert facts["scalable"] is case.backend.scalable
-    assert facts["node_label"] in ("job", "node")
+    assert facts["node_label"] in ("job", "pod", "node")
 
 
 def test_start_state_scale_stop_and_adopt(case: Case) -> None:
@@ -143,13 +168,18 @@ def test_start_state_scale_stop_and_adopt(case: Case) -> None:
         assert observed.ended is None and observed.blocked is None
         assert observed.nodes_expected == case.nodes
         if backend.scalable:
+            if case.settle:
+                case.settle(backend, record, 1)
             record.update(backend.add_node(record))
-            jobs = record[backend.kind]["jobs"]
+            if case.settle:
+                case.settle(backend, record, 2)
+            # The jobs (a scheduler's) or pods (Kubernetes') the card lists, head first.
+            jobs = record.get(backend.kind, {}).get("jobs") or backend.state(record).detail["jobs"]
             assert [j["role"] for j in jobs] == ["head", "worker", "worker"]
             assert backend.state(record).nodes_expected == 3
             record.update(backend.remove_node(record, jobs[-1]["id"]))
             assert backend.state(record).nodes_expected == 2
-            with pytest.raises(OptionsError, match="is not a worker job"):
+            with pytest.raises(OptionsError, match="is not a worker (job|pod)"):
                 backend.remove_node(record, jobs[0]["id"])
     finally:
         left = backend.stop(record)

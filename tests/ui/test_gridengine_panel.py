@@ -49,7 +49,7 @@ def test_pick_grid_engine_preview_launch_and_shut_down(
 ) -> None:
     panel = open_sidebar(page)
     options = panel.locator(".eugo-KindSwitch-option")
-    assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine"]
+    assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
     options.filter(has_text="Grid Engine").click()
     form = panel.locator(".eugo-GridEngineForm")
     form.wait_for(state="visible")

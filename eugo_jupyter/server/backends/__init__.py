@@ -7,14 +7,22 @@ class's own name (``c.SlurmBackend.shared_dir``, ``c.GridEngineBackend.memory_re
 manager and the watchdog both take their backends from there.
 
 >>> sorted(default_backends())
-['allocation', 'connect', 'gridengine', 'local', 'slurm', 'ssh']
+['allocation', 'connect', 'gridengine', 'kubernetes', 'local', 'slurm', 'ssh']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import allocation, connect, gridengine, local, slurm, ssh  # noqa: F401  (importing registers them)
+from . import (  # noqa: F401  (importing registers them)
+    allocation,
+    connect,
+    gridengine,
+    kuberay,
+    local,
+    slurm,
+    ssh,
+)
 from .base import Backend, Observed, Plan, PlanModel, Spec, registered
 
 __all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec", "default_backends", "registered"]

@@ -102,7 +102,7 @@ class Backend(Configurable, metaclass=_BackendMeta):
     kind: ClassVar[str]
     #: The panel's name of the kind, and what its form is called ("SLURM", "Grid Engine").
     label: ClassVar[str] = ""
-    #: What one node of the cluster is, for the card ("job": a scheduler's job; "node").
+    #: What one node of the cluster is, for the card ("job": a scheduler's job; "pod"; "node").
     node_label: ClassVar[str] = "node"
     #: What stopping does, the sentence of the panel's confirmation.
     stop_effect: ClassVar[str] = (

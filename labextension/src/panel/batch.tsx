@@ -30,12 +30,13 @@ function defaults(fields: readonly IBatchField[]): Values {
 
 /** The body sent to the server: empty optional fields are left out. */
 function requestOf(
-  kind: string,
+  launch: ILaunchKind,
   name: string,
   lifetime: Lifetime,
   values: Values,
   profile: string
 ): IBatchRequest {
+  const kind = launch.kind;
   const part: Values = {};
   for (const [key, value] of Object.entries(values)) {
     if (value !== '' && value !== undefined) {
@@ -46,7 +47,7 @@ function requestOf(
     kind,
     name: name.trim(),
     lifetime,
-    [kind]: part
+    [kind]: launch.part ? launch.part(part) : part
   };
   if (profile) {
     request.profile = profile;
@@ -65,7 +66,9 @@ export function PlanView({ plan }: { plan: IPlan }): JSX.Element {
           open={script.name === 'head'}
         >
           <summary>
-            {script.name} job script
+            {script.name.endsWith('.yaml')
+              ? script.name
+              : `${script.name} job script`}
             {script.count > 1 ? ` (×${script.count})` : ''}
           </summary>
           <pre className="eugo-Plan-text" data-script={script.name}>
@@ -113,7 +116,7 @@ export function BatchForm({
     setPlan(null);
   };
 
-  const request = () => requestOf(kind.kind, name, lifetime, values, profile);
+  const request = () => requestOf(kind, name, lifetime, values, profile);
   const onPreview = async () => {
     try {
       setPlan(await run(() => previewLaunch(request())));
@@ -171,7 +174,7 @@ export function BatchForm({
           value={String(values[f.key] ?? '')}
           onChange={set(f.key)}
         />
-        {f.key === 'walltime' && kind.hint && (
+        {(f.key === 'walltime' || f.key === 'namespace') && kind.hint && (
           <p className="eugo-Hint">{kind.hint}</p>
         )}
       </React.Fragment>

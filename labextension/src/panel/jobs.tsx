@@ -1,6 +1,7 @@
 // A batch scheduler's side of a card (SLURM, Grid Engine...): one row per job (head, workers)
 // with the scheduler's state, the reason a pending job waits, its nodes and the time left;
-// Remove on worker rows, Add node below. Shown for any kind whose nodes are jobs.
+// Remove on worker rows, Add node below. Shown for any kind whose nodes are jobs (or, on
+// Kubernetes, pods: the same row with the pod's phase and the reason it is not running).
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
@@ -77,7 +78,9 @@ export function BatchJobs({
   if (!slurm) {
     return null;
   }
-  const label = `${cluster.facts?.label ?? cluster.kind} jobs`;
+  // A scheduler's jobs, or Kubernetes' pods: the kind says what one row is.
+  const row = cluster.facts?.node_label === 'pod' ? 'pod' : 'job';
+  const label = `${cluster.facts?.label ?? cluster.kind} ${row}s`;
   return (
     <details className="eugo-Card-jobs" open>
       <summary>
@@ -89,7 +92,7 @@ export function BatchJobs({
       <table className="eugo-Jobs" aria-label={label}>
         <thead>
           <tr>
-            <th>Job</th>
+            <th>{row === 'pod' ? 'Pod' : 'Job'}</th>
             <th>Role</th>
             <th>State</th>
             <th>Nodes</th>

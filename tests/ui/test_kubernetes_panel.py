@@ -1,0 +1,85 @@
+"""The Kubernetes launch in a real JupyterLab and Chromium, against a mock Kubernetes API server.
+
+No Kubernetes API server can run on these machines (none is packaged for them), so the server
+JupyterLab talks to is the mock of ``tests/fixtures/kube_api.py`` (real HTTP, watches, the
+port-forward websocket, a double of the KubeRay operator), and the head pod's port-forward
+reaches a real local Ray head. What a user does: pick Kubernetes in the kinds switch, fill the
+form, preview the RayCluster manifest, launch, watch the card list the head pod and turn running,
+and shut it down through the dialog, which says the RayCluster is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
+from tests.ui.conftest import Lab, running_lab
+from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
+
+pytestmark = pytest.mark.ui
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """The mock API server (none can run here) with a real Ray head behind its head pod."""
+    with kube_api(tmp_path_factory.mktemp("kube")) as running, ray_head_behind(running):
+        yield running
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, kube: Running) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("lab")
+    env = {"KUBECONFIG": str(kube.kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
+    with running_lab(root, None, env) as server:
+        yield server
+
+
+def test_pick_kubernetes_preview_launch_and_shut_down(
+    page: Any, lab: Lab, kube: Running, artifacts: Path
+) -> None:
+    panel = open_sidebar(page)
+    options = panel.locator(".eugo-KindSwitch-option")
+    assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
+    options.filter(has_text="Kubernetes").click()
+    form = panel.locator(".eugo-KubernetesForm")
+    form.wait_for(state="visible")
+    form.get_by_label("Cluster name", exact=True).fill("ui k8s")
+    form.get_by_label("Namespace", exact=True).fill("team-a")
+    form.get_by_label("Workers", exact=True).fill("0")
+
+    form.get_by_role("button", name="Preview").click()
+    manifest = form.locator('.eugo-Plan-text[data-script="eugo-ui-k8s.yaml"]')
+    manifest.wait_for(state="attached")
+    text = manifest.text_content()
+    assert "kind: RayCluster" in text and "namespace: team-a" in text
+    assert "replicas: 0" in text and "secretName: eugo-ui-k8s-ray-token" in text
+    summary = form.locator(".eugo-Plan-summary").inner_text()
+    assert summary.startswith("A RayCluster eugo-ui-k8s in namespace team-a (image rayproject/ray:")
+    assert kube.call(kube.api.names, "rayclusters") == []  # the preview created nothing
+    panel.screenshot(path=str(artifacts / "panel-kubernetes-preview.png"))
+
+    form.get_by_role("button", name="Launch", exact=True).click()
+    card = panel.locator('.eugo-Card[aria-label="Cluster ui k8s"]')
+    card.wait_for()
+    assert card.locator(".eugo-Tag").first.inner_text() == "kubernetes"
+    page.wait_for_selector(
+        f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui k8s"][data-status="running"]',
+        timeout=CLUSTER_TIMEOUT_MS,
+    )
+    assert card.locator(".eugo-Card-jobs summary").inner_text().startswith("Kubernetes pods")
+    pods = card.locator(".eugo-Jobs tbody tr")
+    assert pods.count() == 1  # Workers 0: the head pod only
+    assert pods.first.locator("td").nth(1).inner_text() == "head"
+    assert pods.first.get_attribute("data-state") == "Running"
+    panel.screenshot(path=str(artifacts / "panel-kubernetes-running.png"))
+
+    shut_down_through_dialog(page, card, "Its RayCluster is deleted")
+    assert kube.call(kube.api.names, "rayclusters") == []
+    assert kube.call(kube.api.names, "pods") == []
+    _, clusters = lab.api("GET", "eugo/clusters")
+    assert clusters == []
+    assert not [e for e in page.console_errors if "eugo" in e.lower()], page.console_errors
