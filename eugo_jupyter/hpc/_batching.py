@@ -39,13 +39,13 @@ from __future__ import annotations
 import os
 import pickle
 import time
-import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from ..exceptions import ClusterError
 from . import _distribute, _hooks, _output, _session, _submissions, _watch
+from ._failure import Failure
 from ._options import request_of
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
@@ -88,81 +88,6 @@ def fetch(box: list[Any]) -> Any:
     return hit
 
 
-class Failure:
-    """What a unit sends back when the function raised: where, and the original exception.
-
-    ``where`` is the caller's words for the failing spot (``"item #37 (37)"``, ``"row 'b'"``);
-    ``index`` and ``label`` identify it for the error's attributes. ``frames`` are the raising
-    frames with their locals (:mod:`._remote_tb`, for a post-mortem in the notebook), ``node``
-    the address of the node it ran on, ``attempts`` how many times the item was tried.
-    """
-
-    def __init__(
-        self,
-        where: str,
-        error: BaseException,
-        index: Any = None,
-        label: Any = None,
-        attempts: int = 1,
-    ) -> None:
-        from ._remote_tb import capture
-
-        self.where = where
-        self.index = index
-        self.label = label
-        self.attempts = attempts
-        self.node = _node_address()
-        self.frames = capture(error)
-        self.kind = type(error).__name__
-        self.text = str(error)
-        self.trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        # Ray's cloudpickle: a class defined in the notebook (or pickled to the worker by value)
-        # comes back as the very class the driver has, so `except ThatError:` matches.
-        from ray import cloudpickle
-
-        self.error_bytes: bytes | None = None
-        for packed in (error, _Rebuilt(error)):
-            try:
-                self.error_bytes = cloudpickle.dumps(packed)
-                pickle.loads(self.error_bytes)
-                break
-            except Exception:  # noqa: BLE001 - an exception that cannot travel is described
-                self.error_bytes = None
-
-    @property
-    def error(self) -> BaseException | None:
-        """The original exception, when it could travel back from the worker."""
-        return pickle.loads(self.error_bytes) if self.error_bytes else None
-
-
-def _node_address() -> str | None:
-    import ray
-
-    try:
-        return ray.util.get_node_ip_address() if ray.is_initialized() else None
-    except Exception:  # noqa: BLE001 - where it ran is a detail; the failure is not
-        return None
-
-
-class _Rebuilt:
-    """An exception whose ``__init__`` does not take its own ``args`` back (``def __init__(self,
-    code, detail)`` calling ``super().__init__(f"{code}: {detail}")``), which plain pickling
-    cannot remake: unpickled as the same type, ``args`` and attributes, without ``__init__``."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.kind, self.args, self.state = type(error), error.args, dict(vars(error))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_exception, (self.kind, self.args, self.state))
-
-
-def _rebuild_exception(kind: type[BaseException], args: tuple, state: dict[str, Any]) -> Any:
-    error = kind.__new__(kind, *args)
-    error.args = args
-    vars(error).update(state)
-    return error
-
-
 #: A unit's worker-side body: ``body(fn, shared, unit) -> results``; it returns a
 #: :class:`Failure` instead of raising when it can say which item or row failed.
 Body = Callable[[Callable[..., Any], dict[str, Any], Any], Any]
@@ -195,13 +120,14 @@ def slots(request: Mapping[str, float]) -> int:
 class Unit:
     """One unit to submit: its position in the output (``key``), its size, what the body gets."""
 
-    __slots__ = ("key", "ref", "size", "work")
+    __slots__ = ("began", "key", "ref", "size", "work")
 
     def __init__(self, key: int, size: int, work: Any) -> None:
         self.key = key
         self.size = size
         self.work = work
         self.ref: Any = None  # its future once submitted (to ask Ray where it ran)
+        self.began = 0.0  # when it was (last) submitted, for backups
 
 
 class Planner(Protocol):
@@ -239,8 +165,11 @@ class Engine:
         progress: bool | None = None,
         total: int | None = None,
         unit_name: str = "item",
+        backups: bool = False,
     ) -> None:
         import ray
+
+        from ._backups import Straggling
 
         _session.ensure()
         self.name = name
@@ -271,6 +200,9 @@ class Engine:
         self.bar: Any = None
         self.began = time.monotonic()
         self.watch: _watch.Watch | None = None  # whether the cluster is still there (_wait)
+        # backups=True: the refs of each unit in flight (a copy makes two), and the rule.
+        self.backups = Straggling(self.slots) if backups else None
+        self.refs_of: dict[Unit, list[Any]] = {}
 
     def check(self, stacklevel: int) -> None:
         """Warn at the caller's line when no node can run the request."""
@@ -341,11 +273,16 @@ class Engine:
         limit = max(2, IN_FLIGHT_PER_SLOT * self.slots)
         try:
             while True:
+                exhausted = False
                 while len(self.in_flight) + backlog() < limit and not planner.waiting_on_results():
                     unit = planner.next_unit()
                     if unit is None:
+                        exhausted = True
                         break
                     self._submit(unit)
+                if exhausted and self.backups is not None:
+                    for unit in self.backups.due(self.refs_of, time.monotonic()):
+                        self._submit(unit)  # a copy: the first result back wins
                 if not self.in_flight:
                     break
                 for ref in self._wait():
@@ -377,7 +314,10 @@ class Engine:
             raise
         _submissions.remember(ref, self.submitter.name, self.submitter.key)
         unit.ref = ref
+        unit.began = time.monotonic()
         self.in_flight[ref] = unit
+        if self.backups is not None:
+            self.refs_of.setdefault(unit, []).append(ref)
 
     def _wait(self) -> list[Any]:
         import ray
@@ -388,6 +328,8 @@ class Engine:
         if self.watch is None:
             self.watch = _watch.Watch()
         timeout = 0.25 if self.show else None
+        if self.backups is not None:
+            timeout = 0.1  # look for stragglers while a unit runs
         if self.watch.address is not None:
             timeout = min(timeout or _watch.STEP, _watch.STEP)
         ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=timeout)
@@ -397,6 +339,7 @@ class Engine:
 
     def _collect(self, ref: Any) -> tuple[Unit, Any, float] | None:
         unit = self.in_flight.pop(ref)
+        others = [r for r in self.refs_of.pop(unit, []) if r != ref]
         try:
             # In steps on a cluster: a result lost with its node is waited on (Ray tries to
             # rebuild it), and a dead cluster must raise ClusterError instead.
@@ -404,6 +347,9 @@ class Engine:
         except ClusterError:
             raise  # the whole cluster is gone, not this unit: said as eugo.hpc.get says it
         except Exception as exc:
+            if others:
+                self.refs_of[unit] = others  # its copy runs on: that one answers for it
+                return None
             answer = self.on_lost(exc, unit)
             if answer is None:
                 return None  # taken back by the planner
@@ -413,6 +359,10 @@ class Engine:
         if isinstance(outcome, Failure):
             raise self.on_failure(outcome, unit) from outcome.error
         results, seconds = outcome
+        for other in others:  # the first result won: let go of the copy, never cancel it
+            self.in_flight.pop(other, None)
+        if self.backups is not None:
+            self.backups.finished(seconds)
         self.done += unit.size
         return unit, results, seconds
 

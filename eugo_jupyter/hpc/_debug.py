@@ -14,10 +14,37 @@ import types
 from typing import Any
 
 from ..exceptions import MapItemError
-from ._remote_tb import rebuild
+from ._remote_tb import FRAMES_ATTRIBUTE, rebuild
 from ._results import Failed, MapResults
 
 __all__ = ["after_cell", "debug", "remote_exception"]
+
+
+def _call_error(target: Any) -> BaseException | None:
+    """The error a plain call's future holds, or ``target`` itself when it is an error."""
+    if isinstance(target, BaseException):
+        return target
+    if not hasattr(target, "binary"):
+        return None
+    import ray
+
+    try:
+        ray.get(target)
+    except Exception as exc:  # noqa: BLE001 - the error is what we are after
+        return exc
+    raise ValueError(f"{target!r} finished without an error: there is nothing to debug.")
+
+
+def _from_call(error: BaseException) -> Failed | None:
+    """A plain call's error as a Failed value, when its frames travelled with it."""
+    original = getattr(error, "cause", None) or error
+    frames = getattr(original, FRAMES_ATTRIBUTE, None)
+    if not frames:
+        return None
+    text = f"{type(original).__name__}: {original}"
+    failed = Failed(0, "", original, text, None, 1, frames)
+    failed.kind, failed.text = type(original).__name__, str(original)
+    return failed
 
 
 def _failed_of(target: Any) -> Failed:
@@ -27,9 +54,15 @@ def _failed_of(target: Any) -> Failed:
         return target.failed
     if isinstance(target, MapResults) and target.failures:
         return target.failures[0]
+    error = _call_error(target)
+    failed = _from_call(error) if error is not None else None
+    if failed is not None:
+        return failed
     raise TypeError(
-        f"eugo.hpc.debug takes a Failed value (from map(..., errors='collect')), the "
-        f"MapItemError a map raised, or a MapResults with failures, not {type(target).__name__}."
+        "eugo.hpc.debug takes a Failed value (from map(..., errors='collect')), the "
+        "MapItemError a map raised, a MapResults with failures, or a failed call's future (its "
+        "frames travel back when the call ran from a notebook), not "
+        f"{type(target).__name__}."
     )
 
 
@@ -52,7 +85,8 @@ def debug(target: Any) -> None:
     """Open a post-mortem debugger on a failed item's worker frames.
 
     ``target`` is a :class:`~eugo_jupyter.hpc.Failed` value, the ``MapItemError`` a map raised,
-    or a ``MapResults`` (its first failure). In the debugger ``where``, ``list`` and ``p name``
+    a ``MapResults`` (its first failure), or a failed call's future (or the error its ``get``
+    raised) for a call made from a notebook. In the debugger ``where``, ``list`` and ``p name``
     show the worker's frames and values.
 
     >>> out = eugo.hpc.map(parse, tiles, errors="collect")   # doctest: +SKIP
@@ -87,22 +121,29 @@ def _point_last_at(error: BaseException) -> None:
         sys.last_exc = error
 
 
-def after_cell(error: MapItemError) -> None:
-    """In a kernel: once this cell has failed with ``error``, let ``%debug`` open on the
-    worker's frames (IPython sets ``sys.last_*`` to the kernel's side of the error first)."""
-    if "IPython" not in sys.modules or not isinstance(error.failed, Failed):
+def after_cell(error: BaseException) -> None:
+    """In a kernel: once this cell has failed with ``error`` (a map's ``MapItemError``, a
+    call's error from ``get``), let ``%debug`` open on the worker's frames (IPython points
+    ``sys.last_*`` at the kernel's side of the error first)."""
+    if "IPython" not in sys.modules:
         return
     from IPython import get_ipython
 
     shell = get_ipython()
-    if shell is None or not error.failed.frames:
+    if shell is None:
+        return
+    try:
+        failed = _failed_of(error)
+    except (TypeError, ValueError):
+        return  # no frames travelled with it: %debug shows the kernel's side
+    if not failed.frames:
         return
 
     def point(result: Any = None) -> None:
         shell.events.unregister("post_run_cell", point)
         if getattr(sys, "last_value", None) is error:
             try:
-                _point_last_at(remote_exception(error))
+                _point_last_at(remote_exception(failed))
             except Exception:  # noqa: BLE001 - %debug then shows the kernel's side
                 pass
 

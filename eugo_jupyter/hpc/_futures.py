@@ -56,6 +56,13 @@ def _timeout_error(pending: Sequence[Any], total: int, timeout: float | None) ->
     )
 
 
+def _debug_after_cell(error: BaseException) -> None:
+    """``%debug`` in the next cell opens on the failed call's worker frames (a notebook)."""
+    from ._debug import after_cell
+
+    after_cell(error)
+
+
 def get(futures: Any, *, timeout: float | None = None, progress: bool | None = None) -> Any:
     """The value of a future, or the list of values of a list of futures.
 
@@ -87,8 +94,12 @@ def get(futures: Any, *, timeout: float | None = None, progress: bool | None = N
     except OSError as exc:  # a task's path missing on its node: say where data has to live
         located = _data_location.explain(exc, _failed_ref(refs))
         if located is None:
+            _debug_after_cell(exc)
             raise
         raise located from exc
+    except ray.exceptions.RayTaskError as exc:
+        _debug_after_cell(exc)
+        raise
     finally:
         if recorder is not None:
             recorder.got(refs, began, time.time())

@@ -107,7 +107,9 @@ class Run:
         if self.collect or retries or timeout is not None:
             policy = (self.collect, retries, None if timeout is None else float(timeout))
         name = f"map({label})"
-        self.engine = Engine(name, run_items, plain, shared, opts, progress, source.total)
+        self.engine = Engine(
+            name, run_items, plain, shared, opts, progress, source.total, "item", backups
+        )
         self.engine.check(stacklevel=4)
         self.planner = _MapPlanner(source, batch_size, self.engine.slots, max_size, policy)
 

@@ -422,6 +422,11 @@ def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: di
     try:
         with _printing(sink):
             return fn(*args, **kwargs)
+    except Exception as exc:
+        from ._remote_tb import keep_frames
+
+        keep_frames(exc)  # for eugo.hpc.debug(future) in the notebook
+        raise
     finally:
         sink.finish()
 

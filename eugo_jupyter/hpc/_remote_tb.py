@@ -28,7 +28,10 @@ import reprlib
 import types
 from typing import Any
 
-__all__ = ["Shown", "capture", "rebuild"]
+__all__ = ["FRAMES_ATTRIBUTE", "Shown", "capture", "keep_frames", "rebuild"]
+
+#: Where a plain call's exception carries its frames back (pickled with the exception).
+FRAMES_ATTRIBUTE = "_eugo_frames"
 
 #: The most pickled bytes one local value may take to travel as itself.
 VALUE_BYTES = 16 * 1024
@@ -100,6 +103,15 @@ def capture(error: BaseException) -> list[dict[str, Any]]:
             }
         )
     return frames
+
+
+def keep_frames(error: BaseException) -> None:
+    """Worker side of a plain call: put the raising frames on the exception itself, which
+    travels back in the task's error (an exception without a ``__dict__`` keeps none)."""
+    try:
+        setattr(error, FRAMES_ATTRIBUTE, capture(error))
+    except Exception:  # noqa: BLE001 - the error itself must still travel
+        pass
 
 
 class _Raised(Exception):

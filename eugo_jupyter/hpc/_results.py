@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from ._batching import Failure
+from ._failure import Failure
 
 __all__ = ["Failed", "Failures", "MapResults"]
 

@@ -59,3 +59,26 @@ def test_debug_opens_on_a_collected_failure(kernel: Kernel) -> None:
         FEED.format(commands=["p x", "p tile_name", "q"]) + "eugo.hpc.debug(out.failures[0])\n"
     )
     assert "'tile-007'" in out and "\n7\n" in out
+
+
+def test_debug_opens_on_a_failed_calls_future(kernel: Kernel) -> None:
+    kernel.run(
+        """
+        @eugo.hpc.distribute
+        def read_scene(x):
+            scene_id = f"S2-{x}"
+            raise OSError(f"scene {scene_id} unreadable")
+        fut = read_scene(5)
+        """
+    )
+    out, _ = kernel.outputs(FEED.format(commands=["p scene_id", "q"]) + "eugo.hpc.debug(fut)\n")
+    assert "'S2-5'" in out
+
+
+def test_percent_debug_after_a_failed_get_opens_on_the_workers_frames(kernel: Kernel) -> None:
+    with pytest.raises(AssertionError, match="unreadable"):
+        kernel.run("eugo.hpc.get(read_scene(8))")
+    out, _ = kernel.outputs(
+        FEED.format(commands=["p scene_id", "q"]) + "get_ipython().run_line_magic('debug', '')\n"
+    )
+    assert "'S2-8'" in out

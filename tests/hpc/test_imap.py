@@ -194,3 +194,47 @@ def test_bad_policy_keywords_name_the_fix() -> None:
         eugo.hpc.map(square, range(3), retries=-1)
     with pytest.raises(OptionsError, match="timeout="):
         eugo.hpc.imap(square, range(3), timeout=0)
+
+
+def straggles_once(item: tuple[str, int]) -> tuple[int, str]:
+    """Item 30's first run straggles until its copy has finished; every other run is quick."""
+    folder, x = item
+    time.sleep(0.02)
+    if x != 30:
+        return x, "only"
+    first = Path(folder) / "first-started"
+    if first.exists():
+        (Path(folder) / "copy-done").write_text("1")
+        return x, "copy"
+    first.write_text("1")
+    deadline = time.monotonic() + 120
+    while not (Path(folder) / "copy-done").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return x, "first"
+
+
+def test_backups_copy_a_straggler_and_use_the_first_result_once(tmp_path: Path) -> None:
+    items = [(str(tmp_path), x) for x in range(40)]
+    out = eugo.hpc.map(straggles_once, items, batch_size=1, backups=True)
+    assert [x for x, _ in out] == list(range(40))  # each once, in order
+    assert out[30] == (30, "copy")  # the copy's result won; the first was let go
+
+
+def test_without_backups_the_straggler_is_waited_for(tmp_path: Path) -> None:
+    items = [(str(tmp_path), x) for x in range(12)] + [(str(tmp_path), 30)]
+    (tmp_path / "copy-done").write_text("1")  # no copy will come: let the first run end
+    out = eugo.hpc.map(straggles_once, items, batch_size=1)
+    assert out[-1] == (30, "first")
+
+
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_the_run_report_says_when_backups_would_have_paid() -> None:
+    with eugo.hpc.profile() as run:
+        eugo.hpc.map(nap, [0.05] * 20 + [2.0], batch_size=1)
+    (finding,) = [f for f in run.report().findings if f["kind"] == "straggler"]
+    assert finding["function"] == "map(nap)"
+    assert "backups=True" in finding["fix"] and "sooner" in finding["fix"]

@@ -220,6 +220,19 @@ def tiny_tasks(stats: Sequence[FunctionStats]) -> list[Finding]:
     return out
 
 
+def backup_saving(worst: Task, median: float, others_end: float) -> float:
+    """Seconds a backup copy (``map(..., backups=True)``: started once the unit ran 1.5× the
+    median, taking the median itself) would have cut from the run's end.
+
+    >>> backup_saving({"start": 0.0, "end": 10.0}, 1.0, 3.0)
+    7.0
+    """
+    from .._backups import MIN_EXTRA_S, MULTIPLIER
+
+    copy_end = worst["start"] + max(MULTIPLIER * median, median + MIN_EXTRA_S) + median
+    return max(0.0, worst["end"] - max(others_end, copy_end))
+
+
 def stragglers(model: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
     out, names = [], set()
     for name, tasks in by_function(finished(model["tasks"])).items():
@@ -247,14 +260,24 @@ def stragglers(model: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
         )
         more = f" ({len(slow)} tasks were this slow)" if len(slow) > 1 else ""
         names.add(name)
+        advice = (
+            "Look at what makes that input slow; split it into smaller pieces, or submit the "
+            "slowest calls first so they overlap with the rest."
+        )
+        saved = backup_saving(worst, median, others_end) if waited > 0 else 0.0
+        if name.startswith("map(") and saved > STRAGGLER_MIN_EXTRA_S:
+            advice += (
+                f" If a slow node or worker is the cause, eugo.hpc.map(..., backups=True) would "
+                f"have started a copy of it on an idle slot after 1.5× the median and ended "
+                f"the run about {saved:.2f} s sooner (the function must be safe to run twice)."
+            )
         out.append(
             finding(
                 "straggler",
                 name,
                 f"{worst['call']} took {took:.2f} s, {took / median:.0f}× the median "
                 f"{median:.3f} s of its {len(tasks)} peers{more}{tail}.",
-                "Look at what makes that input slow; split it into smaller pieces, or submit the "
-                "slowest calls first so they overlap with the rest.",
+                advice,
             )
         )
     return out, names
