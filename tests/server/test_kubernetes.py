@@ -332,13 +332,19 @@ async def test_launch_through_rest_runs_a_task_and_shuts_down_clean(
     state = model["kubernetes"]
     assert state["state"] == "ready" and [j["role"] for j in state["jobs"]] == ["head"]
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
-    ran = subprocess.run(  # noqa: ASYNC221 - the task's answer is the point
-        [sys.executable, "-c", TASK, state["client_address"]],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-    )
+    for _attempt in (1, 2):
+        ran = subprocess.run(  # noqa: ASYNC221 - the task's answer is the point
+            [sys.executable, "-c", TASK, state["client_address"]],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        # Ray's client proxy starts a server per connection on a port of its fixed 23000-24000
+        # range; on a machine shared with other Ray clients the port it checked can be taken
+        # before its server binds it ("Starting Ray client server failed"): once more.
+        if ran.returncode == 0 or "Starting Ray client server failed" not in ran.stderr:
+            break
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "answer 45" in ran.stdout
     assert kube.api.forwarded >= 2  # the GCS reads and the client went through the websocket
