@@ -16,6 +16,8 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- MapItemError (RuntimeError)        ``map`` failed on an item; names its index and value,
      |                                      ``.partial`` holds the results that finished
      +-- ItemTimeout (TimeoutError)         an item of ``map``/``imap`` ran past ``timeout=``
+     +-- JournalError (RuntimeError)        a run's journal cannot be read, or another process
+     |                                      is writing it
      +-- ConflictError (RuntimeError)       a profile or an audit is already active (no nesting)
      +-- CellError (RuntimeError)           a ``%%distribute`` cell raised (worker side, carries
      |                                      the cell's traceback and what it bound)
@@ -29,6 +31,7 @@ builtin a user would naturally catch (``ValueError``, ``TypeError``, ``TimeoutEr
      +-- GlobalStateWarning                 a task or actor assigns a module global
      +-- StaleGlobalWarning                 an actor reads a global the notebook changed since
      +-- PandasFallbackWarning              a ``.eugo`` call ran in pandas here (would not pay)
+     +-- JournalWarning                     a journal's damaged file or new generation, in words
 
 Messages say what happened and what to do about it.
 
@@ -55,6 +58,8 @@ __all__ = [
     "InfeasibleRequestError",
     "InfeasibleRequestWarning",
     "ItemTimeout",
+    "JournalError",
+    "JournalWarning",
     "LaunchError",
     "MapItemError",
     "OptionsError",
@@ -160,6 +165,11 @@ class ItemTimeout(EugoError, TimeoutError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self), self.index, self.item_repr, self.seconds))
+
+
+class JournalError(EugoError, RuntimeError):
+    """A run's journal cannot be opened: its index is damaged, it is newer than this version,
+    or another process is writing it (the message names that process)."""
 
 
 class ConflictError(EugoError, RuntimeError):
@@ -322,6 +332,11 @@ _AS_CAUSE: dict[str, Any] = {
     "__reduce__": _reduce,
     "__module__": __name__,
 }
+
+
+class JournalWarning(EugoWarning):
+    """A journal had damaged files (their items run again), a result could not be written, or
+    a changed function started a new generation."""
 
 
 class PandasFallbackWarning(EugoWarning):

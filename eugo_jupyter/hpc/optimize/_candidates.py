@@ -103,6 +103,14 @@ class Candidates:
         """The cache key of the compiled version in this process (see the module docstring)."""
         return self._digest(portable=False)
 
+    def portable_key(self) -> str:
+        """What the function does, the same in every process and kernel: the node cache's key
+        without the engine versions (a run's journal matches its generation by it)."""
+        try:
+            return self._digest(portable=True)
+        except (_NotPortable, RecursionError):
+            return self._digest(portable=False)
+
     def node_key(self, parallel: bool) -> str | None:
         """The key of the node-wide cache for a ``parallel`` or serial compile; None when a
         value the compiled code reads can only be told apart by its identity. Worked out once
