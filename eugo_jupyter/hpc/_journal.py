@@ -66,9 +66,9 @@ __all__ = ["FORMAT", "Journal", "Writer", "identity_of", "item_key"]
 
 #: The version of the on-disk format (in ``journal.json`` and in each chunk).
 FORMAT = 1
-#: A chunk is written when this many entries are buffered, or ``FLUSH_S`` after the first.
+#: A chunk is written when the run flushes (once per finished batch) or when this many
+#: entries are buffered.
 CHUNK_ENTRIES = 2000
-FLUSH_S = 1.0
 #: How long a second writer waits for the first to finish before it is refused.
 LOCK_WAIT_S = 2.0
 
@@ -125,12 +125,18 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, sync: bool = False) -> None:
+    """Write to a temporary name, then rename: a reader sees the whole file or none of it.
+
+    ``sync`` also waits for the disk (the index); a chunk does not, since a killed process's
+    writes survive it, and a chunk cut short by a machine's crash is skipped on the next open.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as out:
         out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+        if sync:
+            out.flush()
+            os.fsync(out.fileno())
     os.replace(tmp, path)
 
 
@@ -347,7 +353,8 @@ class Writer:
     """Appends a run's entries to a journal's current generation, a chunk at a time.
 
     Made by :meth:`open`, which takes the lock, reads what is stored, and starts a new
-    generation when the identity changed. ``stored`` holds the entries a run may reuse.
+    generation when the identity changed. ``stored`` holds the entries a run may reuse. The
+    run calls :meth:`flush` after each finished batch, so a kill loses what was in flight.
     """
 
     def __init__(self, journal: Journal, lock: _Lock, generation: dict[str, Any]) -> None:
@@ -360,7 +367,6 @@ class Writer:
             stale.unlink(missing_ok=True)
         self.stored = journal.entries
         self.buffer: list[dict[str, Any]] = []
-        self.first_at = 0.0
         self.written = 0
         existing = [int(p.stem) for p in self.folder.glob("*.pkl") if p.stem.isdigit()]
         self.next_chunk = max(existing, default=0) + 1
@@ -393,7 +399,7 @@ class Writer:
                 }
                 journal.generations.append(current)
                 index = {"format": FORMAT, "generations": journal.generations}
-                _atomic_write(folder / _INDEX, json.dumps(index, indent=1).encode())
+                _atomic_write(folder / _INDEX, json.dumps(index, indent=1).encode(), sync=True)
                 journal.entries = journal._load(current) if carry_done else {}
             writer = cls(journal, lock, current)
             writer.previous = previous
@@ -411,10 +417,8 @@ class Writer:
         self._add({"key": key, "index": index, "ok": False, "failure": failure})
 
     def _add(self, entry: dict[str, Any]) -> None:
-        if not self.buffer:
-            self.first_at = time.monotonic()
         self.buffer.append(entry)
-        if len(self.buffer) >= CHUNK_ENTRIES or time.monotonic() - self.first_at >= FLUSH_S:
+        if len(self.buffer) >= CHUNK_ENTRIES:
             self.flush()
 
     def flush(self) -> None:
