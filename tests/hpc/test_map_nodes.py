@@ -59,3 +59,28 @@ def test_dataframe_partitions_run_on_both_nodes(cluster: Any) -> None:
     df.eugo.apply(busy_where, axis=1, partitions=6)  # a burst first
     ran_on = Counter(df.eugo.apply(busy_where, axis=1, partitions=6))
     assert len(ran_on) == 2, f"every partition ran on one node: {ran_on}"
+
+
+def test_a_journal_written_by_the_kernel_reads_the_same_on_the_other_node(
+    cluster: Any, tmp_path: Any
+) -> None:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    journal = tmp_path / "shared" / "j"
+    eugo.hpc.map(lambda x: x * 2, range(50), journal=journal, errors="collect", progress=False)
+    _, worker = cluster
+
+    def read_there(path: str) -> tuple[str, int, int, list[Any]]:
+        import ray
+
+        held = eugo.hpc.journal(path)
+        node = ray.get_runtime_context().get_node_id()
+        return node, held.done, held.failed, sorted(v for _, v in held.results())
+
+    pinned = NodeAffinitySchedulingStrategy(worker.node_id, soft=False)
+    fn = eugo.hpc.distribute(read_there)
+    node, done, failed, values = eugo.hpc.get(
+        fn.options(scheduling_strategy=pinned)(str(journal))
+    )
+    assert (node, done, failed) == (worker.node_id, 50, 0)
+    assert values == [x * 2 for x in range(50)]
