@@ -14,6 +14,7 @@ from ._distribute import ActorProxy, BoundCall, DistributedClass, DistributedFun
 from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._imap import imap, map
+from ._journal import Journal, journal
 from ._output import logs
 from ._profile.run import Report, Run, profile
 from ._readiness.measure import readiness
@@ -30,6 +31,7 @@ __all__ = [
     "DistributedClass",
     "DistributedFunction",
     "Failed",
+    "Journal",
     "MapResults",
     "OptimizationReport",
     "ReadinessReport",
@@ -45,6 +47,7 @@ __all__ = [
     "get",
     "imap",
     "init",
+    "journal",
     "logs",
     "map",
     "optimize",

@@ -19,6 +19,7 @@ lost batch into single items, so the next loss names the item that hangs, counte
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -201,6 +202,9 @@ def collect_all(
 ) -> Any:
     """``map``: every batch's results kept, in input order (or as they finished)."""
     extra = {k: keywords.pop(k) for k in list(keywords) if k not in _RUN_KEYWORDS}
+    journal = _journal_keywords(keywords)
+    if journal is not None:
+        return _collect_journaled(fn, items, journal, ordered, {**extra, **options}, keywords)
     run = Run(fn, items, options={**extra, **options}, **keywords)
     chunks: dict[int, list[Any]] = {}
     order: list[int] = []
@@ -229,7 +233,86 @@ _RUN_KEYWORDS = {
     "retries",
     "timeout",
     "backups",
+    "journal",
+    "key",
+    "rerun_failed",
 }
+
+
+def _journal_keywords(keywords: dict[str, Any]) -> tuple[Any, Any, bool] | None:
+    """Take ``journal=``, ``key=`` and ``rerun_failed=`` out of ``keywords``; the first three
+    when a journal is asked for."""
+    journal = keywords.pop("journal", None)
+    key = keywords.pop("key", None)
+    rerun_failed = keywords.pop("rerun_failed", False)
+    if journal is None:
+        if key is not None or rerun_failed:
+            raise TypeError(
+                "key= and rerun_failed= need journal=, the folder where the run's results are "
+                'kept: map(fn, items, journal="runs/name", key=...).'
+            )
+        return None
+    if not isinstance(rerun_failed, bool):
+        raise OptionsError(f"rerun_failed={rerun_failed!r} is not allowed: use True or False.")
+    return journal, key, rerun_failed
+
+
+def _journaled(
+    fn: Any,
+    items: Iterable[Any],
+    journal: tuple[Any, Any, bool],
+    options: dict[str, Any],
+    keywords: dict[str, Any],
+    max_size: int | None = None,
+) -> Any:
+    """A started :class:`._resume.Resumed` run: stored items answered, the rest submitted."""
+    from ._resume import Resumed
+
+    plain, label, _ = _unwrap(fn, options)
+    path, key, rerun_failed = journal
+    collect = keywords.get("errors") == "collect"
+    resumed = Resumed(path, plain, label, keywords.get("shared"), key, rerun_failed, collect)
+    try:
+        resumed.start(
+            items, lambda pending: Run(fn, pending, options=options, max_size=max_size, **keywords)
+        )
+    except BaseException:
+        resumed.writer.close()
+        raise
+    return resumed
+
+
+def _collect_journaled(
+    fn: Any,
+    items: Iterable[Any],
+    journal: tuple[Any, Any, bool],
+    ordered: bool,
+    options: dict[str, Any],
+    keywords: dict[str, Any],
+) -> Any:
+    resumed = _journaled(fn, items, journal, options, keywords)
+    got: dict[int, Any] = {}
+    order: list[int] = []
+    try:
+        for index, value in resumed.results(ordered=False):
+            got[index] = value
+            order.append(index)
+    except MapItemError as error:
+        _set_debug_hook(error)
+        error.partial.update({i: v for i, v in got.items() if not isinstance(v, Failed)})
+        raise
+    collect = resumed.collect
+    out: list[Any] = MapResults() if collect else []
+    out.extend(got[i] for i in (sorted(got) if ordered else order))
+    if collect:
+        path, key, _ = journal
+
+        def rerun(fixed: Any, failed_items: list[Any]) -> Any:
+            again = dict(keywords, errors="collect", journal=path, key=key, rerun_failed=True)
+            return collect_all(fixed or fn, failed_items, ordered=True, options=options, **again)
+
+        out._rerun = rerun  # type: ignore[attr-defined]
+    return out
 
 
 def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
@@ -244,6 +327,9 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     retries: int = 0,
     timeout: float | None = None,
     backups: bool = False,
+    journal: str | os.PathLike[str] | None = None,
+    key: Callable[[Any], Any] | None = None,
+    rerun_failed: bool = False,
     **options: Any,
 ) -> list[R]:
     """``[fn(item) for item in items]`` on the cluster, in batches sized for low overhead.
@@ -265,6 +351,12 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
     after S seconds (an :class:`~eugo_jupyter.exceptions.ItemTimeout`); ``backups=True``
     copies a straggling batch onto an idle slot near the end (the first result wins).
 
+    ``journal="runs/name"`` writes every finished item's result (or failure) to that folder as
+    it arrives; running the same call again returns the stored results at once and runs only
+    the items that have none (``key=`` a function of the item to match them by, by default a
+    hash of the item; ``rerun_failed=True`` runs the stored failures again). See
+    :func:`~eugo_jupyter.hpc.journal`.
+
     >>> import eugo_jupyter as eugo
     >>> eugo.hpc.map(lambda x: x * x, range(5))                          # doctest: +SKIP
     [0, 1, 4, 9, 16]
@@ -282,6 +374,9 @@ def map(  # noqa: A001 - the name users expect, as in multiprocessing.Pool.map
         retries=retries,
         timeout=timeout,
         backups=backups,
+        journal=journal,
+        key=key,
+        rerun_failed=rerun_failed,
         options=options,
     )
 
@@ -298,6 +393,9 @@ def imap(
     retries: int = 0,
     timeout: float | None = None,
     backups: bool = False,
+    journal: str | os.PathLike[str] | None = None,
+    key: Callable[[Any], Any] | None = None,
+    rerun_failed: bool = False,
     **options: Any,
 ) -> Iterator[Any]:
     """``map`` as an iterator: results as they are ready, the kernel's memory flat.
@@ -307,26 +405,39 @@ def imap(
     ``ordered=False`` each result comes as ``(index, result)`` as soon as it finishes. It takes
     ``map``'s keywords; with ``errors="collect"`` a failed item is yielded as its
     :class:`~eugo_jupyter.hpc.Failed` value in place. Stopping the loop early lets the batches
-    in flight finish and drops their results.
+    in flight finish and drops their results. ``journal=``, ``key=`` and ``rerun_failed=`` as
+    for ``map``: each batch is written as it arrives, whether or not the loop has reached it.
 
     >>> for tile in eugo.hpc.imap(load, paths, errors="collect"):     # doctest: +SKIP
     ...     write(tile)
     >>> for i, r in eugo.hpc.imap(score, rows, ordered=False): ...    # doctest: +SKIP
     """
-    run = Run(
-        fn,
-        items,
-        batch_size=batch_size,
-        progress=progress,
-        shared=shared,
-        errors=errors,
-        retries=retries,
-        timeout=timeout,
-        backups=backups,
-        options=options,
-        max_size=IMAP_MAX_BATCH,
-    )
+    keywords: dict[str, Any] = {
+        "batch_size": batch_size,
+        "progress": progress,
+        "shared": shared,
+        "errors": errors,
+        "retries": retries,
+        "timeout": timeout,
+        "backups": backups,
+        "journal": journal,
+        "key": key,
+        "rerun_failed": rerun_failed,
+    }
+    journaled = _journal_keywords(keywords)
+    if journaled is not None:
+        resumed = _journaled(fn, items, journaled, options, keywords, IMAP_MAX_BATCH)
+        return _journal_stream(resumed, ordered)
+    run = Run(fn, items, options=options, max_size=IMAP_MAX_BATCH, **keywords)
     return _in_order(run) if ordered else _as_finished(run)
+
+
+def _journal_stream(resumed: Any, ordered: bool) -> Iterator[Any]:
+    try:
+        yield from resumed.results(ordered)
+    except MapItemError as error:
+        _set_debug_hook(error)
+        raise
 
 
 def _in_order(run: Run) -> Iterator[Any]:

@@ -62,7 +62,7 @@ from typing import Any
 
 from ..exceptions import JournalError, JournalWarning
 
-__all__ = ["FORMAT", "Journal", "Writer", "identity_of", "item_key"]
+__all__ = ["FORMAT", "Journal", "Writer", "identity_of", "item_key", "journal", "resolve"]
 
 #: The version of the on-disk format (in ``journal.json`` and in each chunk).
 FORMAT = 1
@@ -119,6 +119,24 @@ def identity_of(fn: Any, shared: Any = None) -> str:
     if shared:
         digest.update(item_key(dict(sorted(shared.items()))).encode())
     return digest.hexdigest()
+
+
+def resolve(path: str | os.PathLike[str]) -> Path:
+    """A journal's folder: a relative path is taken from the current folder (in a notebook, the
+    notebook's own folder)."""
+    return Path(path).expanduser().absolute()
+
+
+def journal(path: str | os.PathLike[str]) -> Journal:
+    """What the journal at ``path`` holds: ``.done`` and ``.failed`` counts, the function and
+    its identity, ``.generations``, ``.size`` and ``.updated``; an HTML summary in a notebook.
+    ``.results()`` and ``.failures`` read the entries, ``.clear()`` removes the journal.
+
+    >>> j = eugo.hpc.journal("runs/resample")          # doctest: +SKIP
+    >>> j.done, j.failed                               # doctest: +SKIP
+    (18724, 3)
+    """
+    return Journal(resolve(path))
 
 
 def _now() -> str:

@@ -22,11 +22,10 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from ..exceptions import JournalWarning, MapItemError
-from ._journal import Writer, identity_of, item_key
+from ._journal import Writer, identity_of, item_key, resolve
 from ._results import Failed
 
 __all__ = ["Resumed", "failure_record", "failed_from"]
@@ -61,14 +60,7 @@ def failed_from(record: dict[str, Any], index: int, item: Any) -> Failed:
     made._value = item
     made.kind = record.get("error_type", "Exception")
     made.text = record.get("message", "")
-    made.from_journal = True
     return made
-
-
-def resolve(path: str | os.PathLike[str]) -> Path:
-    """A journal's folder: a relative path is taken from the current folder (in a notebook, the
-    notebook's own folder)."""
-    return Path(path).expanduser().absolute()
 
 
 class Resumed:
@@ -97,6 +89,7 @@ class Resumed:
         self.writer = Writer.open(
             self.path, identity_of(fn, shared), label, carry_done=rerun_failed
         )
+        self.stored_failure: Failed | None = None  # errors="raise": the one that stops it
         self.from_journal = 0  # items answered from the journal
         self.ran = 0  # items the engine ran (and wrote)
         self._say_generation()
@@ -134,9 +127,13 @@ class Resumed:
             entry = stored.get(key)
             if entry is not None and (entry["ok"] or not self.rerun_failed):
                 self.from_journal += 1
-                answered[index] = (
-                    entry["value"] if entry["ok"] else failed_from(entry["failure"], index, item)
-                )
+                if entry["ok"]:
+                    answered[index] = entry["value"]
+                    continue
+                answered[index] = failed_from(entry["failure"], index, item)
+                if not self.collect:  # errors="raise": the run stops at this stored failure
+                    self.stored_failure = answered[index]
+                    return
                 continue
             self.keys.append(key)
             self.positions.append(index)
@@ -176,6 +173,8 @@ class Resumed:
                 else:
                     while answered:  # the stored ones as the input passed them, then these
                         yield answered.popitem()
+            if self.stored_failure is not None:
+                raise self._stored_error(self.stored_failure, answered)
             if ordered:
                 while following in answered:
                     yield answered.pop(following)
@@ -189,10 +188,26 @@ class Resumed:
         finally:
             self.writer.close()
 
+    def _stored_error(self, failed: Failed, answered: dict[int, Any]) -> MapItemError:
+        error = MapItemError(
+            f"{self.label} raised {failed.kind} on item #{failed.index} ({failed.item}): "
+            f"{failed.text}\nThis failure is stored in the journal {self.path} from an earlier "
+            "run of the same code: fix the function, or pass rerun_failed=True to run the "
+            f"failed items again. Worker traceback:\n{failed.traceback}",
+            failed.index,
+            failed.item,
+        )
+        error.failed = failed
+        answered.pop(failed.index, None)
+        error.partial.update({i: v for i, v in answered.items() if not isinstance(v, Failed)})
+        return error
+
     def _stored_into(self, error: MapItemError, answered: dict[int, Any]) -> None:
         """``errors="raise"``: journal what the failing batch finished before its failure, and
         the failure itself (a rerun of the same code answers it at once); then key
         ``error.partial`` and ``error.index`` by the input's positions."""
+        if self.stored_failure is not None and error.failed is self.stored_failure:
+            return  # made here from the journal, keyed by the input already
         partial: dict[int, Any] = getattr(error, "partial", {})
         for i, value in partial.items():  # the failing batch's: never delivered
             self._write(i, value)
@@ -205,7 +220,9 @@ class Resumed:
         partial.update(moved)
         partial.update({i: v for i, v in answered.items() if not isinstance(v, Failed)})
         if error.index is not None and error.index < len(self.positions):
-            error.index = self.positions[error.index]
+            # The engine numbered the items it was given: say the input's number instead.
+            sub, error.index = error.index, self.positions[error.index]
+            error.args = (str(error).replace(f"item #{sub} (", f"item #{error.index} (", 1),)
 
     def summary(self) -> str:
         """One line: where the results came from."""

@@ -79,8 +79,6 @@ def test_a_journal_written_by_the_kernel_reads_the_same_on_the_other_node(
 
     pinned = NodeAffinitySchedulingStrategy(worker.node_id, soft=False)
     fn = eugo.hpc.distribute(read_there)
-    node, done, failed, values = eugo.hpc.get(
-        fn.options(scheduling_strategy=pinned)(str(journal))
-    )
+    node, done, failed, values = eugo.hpc.get(fn.options(scheduling_strategy=pinned)(str(journal)))
     assert (node, done, failed) == (worker.node_id, 50, 0)
     assert values == [x * 2 for x in range(50)]
