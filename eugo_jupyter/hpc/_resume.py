@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..exceptions import JournalWarning, MapItemError
+from . import _hooks
 from ._journal import Writer, identity_of, item_key, resolve
 from ._results import Failed
 
@@ -187,6 +188,9 @@ class Resumed:
             raise
         finally:
             self.writer.close()
+            recorder = _hooks.recorder
+            if recorder is not None:
+                recorder.resumed(self.label, str(self.path), self.from_journal, self.ran)
 
     def _stored_error(self, failed: Failed, answered: dict[int, Any]) -> MapItemError:
         error = MapItemError(

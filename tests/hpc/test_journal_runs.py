@@ -111,6 +111,18 @@ def test_errors_raise_journals_what_finished_and_the_partial_is_by_input_index(
     assert sum(_runs(log).values()) - runs_before <= 20 - done_before - 1
 
 
+def test_the_run_report_says_the_run_resumed(ray: Any, tmp_path: Path) -> None:
+    journal = tmp_path / "j"
+    eugo.hpc.map(abs, range(-10, 0), journal=journal)
+    with eugo.hpc.profile() as run:
+        eugo.hpc.map(abs, range(-30, 0), journal=journal)
+    report = run.report()
+    line = f"abs: 10 items from the journal {journal}, 20 ran"
+    assert report.resumed == [line]
+    assert f"Resumed from a journal:\n  {line}" in repr(report)
+    assert "<h4>Resumed from a journal</h4>" in report._repr_html_()
+
+
 def test_imap_with_a_journal_yields_stored_and_new_results(ray: Any, tmp_path: Path) -> None:
     journal = tmp_path / "j"
     paths = [f"tile_{i:03d}.tif" for i in range(30)]

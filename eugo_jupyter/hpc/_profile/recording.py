@@ -96,6 +96,8 @@ class RunModel(TypedDict):
     memory: dict[str, float]  #: where fetched results land: object_store, available, limit
     tasks: list[TaskRecord]
     gets: list[GetRecord]
+    #: Journaled runs: {"label", "path", "from_journal", "ran"} each (see ``hpc/_resume.py``).
+    resumed: list[dict[str, Any]]
 
 
 class _Function:
@@ -186,6 +188,13 @@ class Recorder:
         self._signatures: dict[int, inspect.Signature | None] = {}
         self._lock = threading.Lock()
         self.stale_globals: list[dict[str, str]] = []
+        self.resumed_runs: list[dict[str, Any]] = []
+
+    def resumed(self, label: str, path: str, from_journal: int, ran: int) -> None:
+        """A journaled ``map``/``imap`` ended: how many items its journal answered, how many ran."""
+        self.resumed_runs.append(
+            {"label": label, "path": path, "from_journal": from_journal, "ran": ran}
+        )
 
     def note_stale_global(self, actor: str, name: str, then: str, now: str) -> None:
         """A call on actor ``actor`` ran with ``name`` = ``then`` while the notebook has ``now``."""

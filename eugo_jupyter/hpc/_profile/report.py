@@ -76,6 +76,12 @@ class Report:
 
         #: One row per function run with optimize= (``optimize._profiled.OptimizationRow``).
         self.optimizations: list[Any] = list(_profiled.section(model))
+        #: Journaled runs, in words: "map(resample): 812 items from the journal ..., 188 ran".
+        self.resumed: list[str] = [
+            f"{r['label']}: {r['from_journal']:,} items from the journal {r['path']}, "
+            f"{r['ran']:,} ran"
+            for r in model.get("resumed", [])
+        ]
 
     def kinds(self) -> set[str]:
         """The kinds of finding present, e.g. ``{"tiny_tasks", "straggler"}``."""
@@ -88,6 +94,7 @@ class Report:
             "functions": self.functions,
             "findings": self.findings,
             "optimizations": self.optimizations,
+            "resumed": self.resumed,
         }
 
     def timeline(self) -> Any:
@@ -194,7 +201,13 @@ class Report:
                 f"<li>{html.escape(line)}</li>" for line in _profiled.lines(self.optimizations)
             )
             optimized = f"<h4>Optimizations</h4><ul class='eugo-optimizations'>{items}</ul>"
-        return f"<div class='eugo-report'>{head}{stats}{findings}{optimized}{image}</div>"
+        resumed = ""
+        if self.resumed:
+            items = "".join(f"<li>{html.escape(line)}</li>" for line in self.resumed)
+            resumed = f"<h4>Resumed from a journal</h4><ul class='eugo-resumed'>{items}</ul>"
+        return (
+            f"<div class='eugo-report'>{head}{stats}{findings}{optimized}{resumed}{image}</div>"
+        )
 
     def __repr__(self) -> str:
         lines = [
@@ -216,4 +229,7 @@ class Report:
 
             lines.append("Optimizations:")
             lines += [f"  {line}" for line in _profiled.lines(self.optimizations)]
+        if self.resumed:
+            lines.append("Resumed from a journal:")
+            lines += [f"  {line}" for line in self.resumed]
         return "\n".join(lines)

@@ -144,6 +144,7 @@ class Run(Recorder):
             # Calls on actors that kept a global the notebook changed (see hpc/_freshness.py):
             # {"actor", "name", "actor_value", "notebook_value"} each; read with .get().
             "stale_globals": list(self.stale_globals),  # type: ignore[typeddict-unknown-key]
+            "resumed": list(self.resumed_runs),
         }
 
     def report(self, gpu_audit: list[AuditRecord] | None = None, wait: float = 60.0) -> Report:

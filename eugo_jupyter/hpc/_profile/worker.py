@@ -75,6 +75,9 @@ class _TaskProbe:
     def returned(self, refs: Any, values: Any) -> None:
         pass
 
+    def resumed(self, label: str, path: str, from_journal: int, ran: int) -> None:
+        pass  # a journaled map inside a task: the kernel's report does not see it
+
 
 def _nested_refs(values: Any) -> set[bytes]:
     """Ids of futures one container deep in the arguments (Ray resolves only top-level ones)."""
