@@ -205,9 +205,7 @@ class Report:
         if self.resumed:
             items = "".join(f"<li>{html.escape(line)}</li>" for line in self.resumed)
             resumed = f"<h4>Resumed from a journal</h4><ul class='eugo-resumed'>{items}</ul>"
-        return (
-            f"<div class='eugo-report'>{head}{stats}{findings}{optimized}{resumed}{image}</div>"
-        )
+        return f"<div class='eugo-report'>{head}{stats}{findings}{optimized}{resumed}{image}</div>"
 
     def __repr__(self) -> str:
         lines = [
