@@ -155,34 +155,56 @@ class Resumed:
         """Build the engine's run over the items the journal has no answer for (at the call,
         so that bad keywords raise there)."""
         self.answered: dict[int, Any] = {}  # input index -> a value not yet yielded
-        self.run_ = make_run(self.pending(items, self.answered))
+        pending: Iterable[Any] = self.pending(items, self.answered)
+        if isinstance(items, (list, tuple, range)):
+            # A sequence is in memory already: sort it out now, so the engine knows how many
+            # items are left (its batch sizes and the progress bar use that).
+            pending = list(pending)
+        self.run_ = make_run(pending)
 
     def results(self, ordered: bool) -> Iterator[Any]:
         """The run's results in input order, or ``(index, value)`` as they finish; each batch
         written to the journal as it arrives."""
         answered, following = self.answered, 0
+        # The engine bounds what runs ahead by the batches the consumer still holds: count
+        # the engine's batches with an item not yet yielded, not the journal's answers.
+        held: dict[int, int] = {}  # engine batch key -> its items not yet yielded
+        batch_of: dict[int, int] = {}  # input index -> the engine batch it came in
+
+        def take(index: int) -> Any:
+            key = batch_of.pop(index, None)
+            if key is not None:
+                held[key] -= 1
+                if not held[key]:
+                    del held[key]
+            return answered.pop(index)
+
         try:
-            for key, chunk in self.run_.units(backlog=answered.__len__):
+            for key, chunk in self.run_.units(backlog=held.__len__):
                 for offset, value in enumerate(chunk):
-                    answered[self._write(key + offset, value)] = value
+                    index = self._write(key + offset, value)
+                    answered[index], batch_of[index] = value, key
+                held[key] = len(chunk)
                 self.writer.flush()
                 del chunk
                 if ordered:
                     while following in answered:
-                        yield answered.pop(following)
+                        yield take(following)
                         following += 1
                 else:
                     while answered:  # the stored ones as the input passed them, then these
-                        yield answered.popitem()
+                        index = next(iter(answered))
+                        yield index, take(index)
             if self.stored_failure is not None:
                 raise self._stored_error(self.stored_failure, answered)
             if ordered:
                 while following in answered:
-                    yield answered.pop(following)
+                    yield take(following)
                     following += 1
             else:
                 while answered:
-                    yield answered.popitem()
+                    index = next(iter(answered))
+                    yield index, take(index)
         except MapItemError as error:
             self._stored_into(error, answered)
             raise
