@@ -155,8 +155,14 @@ _SLURM_SCRIPT = """\
 import json, sys
 import eugo_jupyter as eugo
 
-with eugo.hpc.launch("slurm", name="scripted", nodes=2, walltime="00:20:00",
-                     cpus_per_node=1) as cluster:
+cluster = eugo.hpc.launch("slurm", name="scripted", nodes=2, walltime="00:20:00",
+                          cpus_per_node=1)
+try:
+    cluster.wait(timeout=600)  # raises with the card's sentence (a busy machine's, say)
+except Exception:
+    cluster.close()
+    raise
+with cluster:
     nodes = len([n for n in cluster.refresh()["nodes"] if n["alive"]])
     total = sum(eugo.hpc.map(abs, [-1, -2, 3]))
     grown = len(cluster.scale(3).model["slurm"]["jobs"])   # one more worker job
