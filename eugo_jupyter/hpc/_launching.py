@@ -29,8 +29,9 @@ def _launcher() -> _hooks.Launcher:
 
 
 def launch(kind: str, **fields: Any) -> Any:
-    """Launch a cluster of ``kind`` ("local", "slurm", "gridengine", "ssh", "allocation",
-    "connect"); returns a Cluster (``preview``, ``wait``, ``scale``, ``use``, ``close``).
+    """Launch a cluster of ``kind`` ("local", "slurm", "gridengine", "ssh", "kubernetes",
+    "allocation", "connect"); returns a Cluster (``preview``, ``wait``, ``scale``, ``use``,
+    ``close``).
 
     The keyword arguments are the fields of ``POST /eugo/clusters`` (the kind's own fields given
     flat: ``nodes=2`` for ``{"slurm": {"nodes": 2}}``); bad ones raise OptionsError naming the
