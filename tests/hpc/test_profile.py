@@ -155,7 +155,7 @@ def test_report_renders_tables_and_a_timeline() -> None:
     assert len(axes.get_yticklabels()) == 2  # one row per worker process
     assert {t["function"] for t in report.model["tasks"]} == {"nap", "noop"}
     assert all(t["worker"] and t["end"] >= t["start"] for t in report.model["tasks"])
-    assert set(report.to_dict()) == {"summary", "functions", "findings", "optimizations"}
+    assert set(report.to_dict()) == {"summary", "functions", "findings", "optimizations", "resumed"}
 
 
 def test_nothing_is_recorded_outside_the_block() -> None:
