@@ -83,7 +83,8 @@ def _gone(temp_dir: str, deadline_s: float = 120.0) -> list[str]:
         ("gridengine", {"walltime": "soon"}, "gridengine.walltime='soon'"),
         ("ssh", {"hosts": []}, "ssh.hosts=[] is not allowed"),
         ("local", {"name": "bad/name"}, "name='bad/name' is not allowed"),
-        ("kubernetes", {}, "kind='kubernetes' is not allowed: use one of"),
+        ("kubernetes", {"namespace": "Bad_NS"}, "kubernetes.namespace='Bad_NS' is not allowed"),
+        ("pbs", {}, "kind='pbs' is not allowed: use one of"),
         ("local", {"lifetime": "forever"}, "lifetime='forever' is not allowed"),
     ],
 )
