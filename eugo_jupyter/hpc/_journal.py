@@ -418,7 +418,11 @@ class Writer:
                 journal.generations.append(current)
                 index = {"format": FORMAT, "generations": journal.generations}
                 _atomic_write(folder / _INDEX, json.dumps(index, indent=1).encode(), sync=True)
-                journal.entries = journal._load(current) if carry_done else {}
+                # Carried over: the finished items of the generation just read (its own base
+                # included), not a second read of its chunks.
+                journal.entries = (
+                    {k: e for k, e in journal.entries.items() if e["ok"]} if carry_done else {}
+                )
             writer = cls(journal, lock, current)
             writer.previous = previous
             return writer

@@ -179,6 +179,18 @@ class Resumed:
                     del held[key]
             return answered.pop(index)
 
+        def ready() -> Iterator[Any]:
+            """What can be yielded now: the next ones in input order, or all (as finished)."""
+            nonlocal following
+            if ordered:
+                while following in answered:
+                    yield take(following)
+                    following += 1
+            else:
+                while answered:  # the stored ones as the input passed them, then the new
+                    index = next(iter(answered))
+                    yield index, take(index)
+
         try:
             for key, chunk in self.run_.units(backlog=held.__len__):
                 for offset, value in enumerate(chunk):
@@ -187,24 +199,10 @@ class Resumed:
                 held[key] = len(chunk)
                 self.writer.flush()
                 del chunk
-                if ordered:
-                    while following in answered:
-                        yield take(following)
-                        following += 1
-                else:
-                    while answered:  # the stored ones as the input passed them, then these
-                        index = next(iter(answered))
-                        yield index, take(index)
+                yield from ready()
             if self.stored_failure is not None:
                 raise self._stored_error(self.stored_failure, answered)
-            if ordered:
-                while following in answered:
-                    yield take(following)
-                    following += 1
-            else:
-                while answered:
-                    index = next(iter(answered))
-                    yield index, take(index)
+            yield from ready()
         except MapItemError as error:
             self._stored_into(error, answered)
             raise
