@@ -165,14 +165,7 @@ class KubernetesBackend(Backend):
                 body,
             )
         except ClusterError:
-            self._kube.gone_ok(
-                "delete the token's Secret",
-                ns,
-                "core",
-                "delete_namespaced_secret",
-                secret_name(name),
-                ns,
-            )
+            self._delete_secret(ns, name)
             raise
         return {"kubernetes": {"name": name, "namespace": ns, "image": fields.image}}
 
@@ -324,17 +317,17 @@ class KubernetesBackend(Backend):
                 PLURAL,
                 name,
             )
-            self._kube.gone_ok(
-                "delete the token's Secret",
-                ns,
-                "core",
-                "delete_namespaced_secret",
-                secret_name(name),
-                ns,
-            )
+            self._delete_secret(ns, name)
             return self._kube.wait_gone(own, self.stop_timeout)
         except ClusterError as exc:
             return [f"RayCluster {name} in namespace {ns}: {exc}"]
+
+    def _delete_secret(self, ns: str, name: str) -> None:
+        """Delete the cluster's token Secret; one already gone is fine."""
+        self._kube.gone_ok(
+            "delete the token's Secret", ns, "core", "delete_namespaced_secret",
+            secret_name(name), ns,
+        )  # fmt: skip
 
     def adopt(self, record: dict[str, Any]) -> str | None:
         if not record.get("kubernetes"):
