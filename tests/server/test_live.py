@@ -188,7 +188,7 @@ async def test_gpus_with_the_tasks_holding_them(
 async def test_the_reply_stays_bounded_with_many_tasks(jp_fetch: Any, head: str) -> None:
     cluster = await _connect(jp_fetch, head)
     live = ("eugo", "clusters", cluster, "live")
-    tiny = ray.remote(num_cpus=0.01)(lambda i: i)
+    tiny = ray.remote(num_cpus=0.5)(lambda i: i)
     refs = [tiny.remote(i) for i in range(3000)]
     await asyncio.get_running_loop().run_in_executor(None, ray.get, refs)
     answer = await _until(
