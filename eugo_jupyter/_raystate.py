@@ -30,7 +30,6 @@ __all__ = [
     "held_by_actors",
     "in_async_actor",
     "keep_every_log_line",
-    "live_jobs",
     "new_token",
     "published_dashboard",
     "snapshot",
@@ -536,17 +535,6 @@ def _event(raw: Any, names: dict[int, str], types: dict[int, str], errors: dict[
         error=str(updates.error_info.error_message) if has_error else None,
         error_type=errors.get(int(updates.error_info.error_type)) if has_error else None,
     )
-
-
-def live_jobs(gcs_address: str, timeout: float = 5.0) -> dict[str, bool]:
-    """Every job the GCS knows, by id (hex): whether its driver is still connected (blocking)."""
-    from ray import _raylet
-
-    raylet: Any = _raylet  # compiled: not all in the stub
-    jobs = raylet.GcsClient(address=gcs_address).get_all_job_info(
-        skip_submission_job_info_field=True, timeout=timeout
-    )
-    return {job.job_id.hex(): not job.is_dead for job in jobs.values()}
 
 
 #: The states of an attempt that neither runs nor ended (waiting for args, a node, a worker).
