@@ -100,14 +100,16 @@ export function addLiveCommands(
         }
         const widget = spec.make(store);
         void tracker.add(widget);
-        // A second pane opens beside the first, so both are in sight; the user re-docks.
-        const beside = open.find(w => !w.isDisposed && w.isAttached);
+        // The second pane opens beside the first, so both are in sight; later ones join the
+        // last as tabs. The user re-docks them at will.
+        const shown = open.filter(w => !w.isDisposed && w.isAttached);
+        const ref = shown.length === 1 ? shown[0] : shown[shown.length - 1];
         const mode =
           (args?.mode as DockLayout.InsertMode | undefined) ??
-          (beside ? 'split-right' : 'tab-after');
+          (shown.length === 1 ? 'split-right' : 'tab-after');
         app.shell.add(widget, 'main', {
           mode,
-          ref: beside?.id,
+          ref: ref?.id,
           activate: args?.activate !== false
         });
         open.push(widget);
