@@ -20,7 +20,8 @@ export interface ILiveTask {
   name: string;
   state: 'FINISHED' | 'FAILED' | 'RUNNING';
   node_id: string;
-  node: string;
+  /** The node's address; null where the server does not know it yet. */
+  node: string | null;
   worker_id: string;
   start: number;
   end: number | null;
@@ -87,7 +88,7 @@ export interface IGpusReply extends ILiveReply {
 export interface IFailure {
   task_id: string;
   func: string;
-  node: string;
+  node: string | null;
   error: string;
   traceback: string;
   end: number | null;

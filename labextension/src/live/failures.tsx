@@ -62,7 +62,7 @@ export function FailuresView({
             <td>
               <code>{f.func}</code>
             </td>
-            <td>{f.node}</td>
+            <td>{f.node ?? '–'}</td>
             <td className="eugo-Failures-error">
               <details>
                 <summary>{f.error}</summary>

@@ -23,6 +23,7 @@ export class GpusSource extends LiveSource<IGpusReply> {
     super(store, 'gpus', 'the GPUs', 2000);
   }
 
+  protected showsMessage = true;
   gpus: ILiveGpu[] = [];
   /** Why there is nothing to show ("This cluster has no GPU: ..."), from the server. */
   message: string | null = null;

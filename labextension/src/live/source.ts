@@ -104,6 +104,9 @@ export abstract class LiveSource<R extends ILiveReply> {
     return '';
   }
 
+  /** True where the pane's body shows the server's message itself (the GPUs' "no GPU"). */
+  protected showsMessage = false;
+
   protected emit(): void {
     this._changed.emit();
   }
@@ -190,10 +193,15 @@ export abstract class LiveSource<R extends ILiveReply> {
       return;
     }
     this.ingest(reply);
-    const summary = this.summary(reply);
+    // A running cluster may still have a word to say (a read of Ray failed, a ray:// address).
+    const parts = [this.summary(reply)];
+    if (reply.message && !this.showsMessage) {
+      parts.push(reply.message);
+    }
+    parts.push(`updated ${clock(reply.now)}`);
     this._set(
       'ok',
-      `${active.name}${this._changeNote()} · ${summary ? `${summary} · ` : ''}updated ${clock(reply.now)}`
+      `${active.name}${this._changeNote()} · ${parts.filter(p => p).join(' · ')}`
     );
   }
 

@@ -26,6 +26,14 @@ const LANE_H = 16;
 const AXIS_H = 18;
 const LABEL_W = 150;
 
+/** The node's address, else the start of its id. */
+export function nodeName(task: {
+  node: string | null;
+  node_id?: string;
+}): string {
+  return task.node || (task.node_id ?? '').slice(0, 8) || '?';
+}
+
 export interface ILane {
   key: string;
   label: string;
@@ -59,7 +67,7 @@ export class TaskStreamSource extends LiveSource<ITasksReply> {
       if (!lane) {
         lane = {
           key,
-          label: `${task.node} · ${(task.worker_id || '').slice(0, 6)}`,
+          label: `${nodeName(task)} · ${(task.worker_id || '').slice(0, 6)}`,
           tasks: []
         };
         byWorker.set(key, lane);
@@ -226,7 +234,7 @@ function tooltipText(task: ILiveTask, now: number): string {
     task.state === 'RUNNING'
       ? `running for ${duration}`
       : `${task.state === 'FAILED' ? 'failed after' : 'took'} ${duration}`,
-    `node ${task.node} · worker ${(task.worker_id || '').slice(0, 8)}`
+    `node ${nodeName(task)} · worker ${(task.worker_id || '').slice(0, 8)}`
   ];
   if (task.error) {
     lines.push(task.error);
