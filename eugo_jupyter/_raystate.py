@@ -18,6 +18,9 @@ __all__ = [
     "Drivers",
     "NodeFacts",
     "Snapshot",
+    "TaskEvent",
+    "TaskEvents",
+    "WAITING_STATES",
     "TOKEN_NOTICE_LOGGER",
     "actor_creation_task",
     "dashboard_auth_headers",
@@ -27,11 +30,13 @@ __all__ = [
     "held_by_actors",
     "in_async_actor",
     "keep_every_log_line",
+    "live_jobs",
     "new_token",
     "published_dashboard",
     "snapshot",
     "startup_timed_out",
     "stop_failed_start",
+    "task_events",
     "task_node",
     "task_states",
 ]
@@ -466,3 +471,152 @@ def stop_failed_start(exc: BaseException) -> bool:
             return startup_timed_out(str(exc))
         traceback = traceback.tb_next
     return False
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One task attempt as the GCS's task events hold it, in plain data (the live panes').
+
+    Times are epoch seconds (None before the attempt got there); ``state`` is Ray's name of the
+    latest state it went through; ``error`` is Ray's error message (a Python exception's
+    formatted traceback for an application error), or None.
+    """
+
+    task_id: str
+    attempt: int
+    job_id: str
+    name: str
+    func: str
+    kind: str  # Ray's task type: NORMAL_TASK, ACTOR_TASK, ACTOR_CREATION_TASK
+    state: str
+    node_id: str | None
+    worker_id: str | None
+    worker_pid: int | None
+    submitted: float | None
+    start: float | None
+    end: float | None
+    error: str | None
+    error_type: str | None
+
+
+@dataclass(frozen=True)
+class TaskEvents:
+    """What one task-event query gave: the attempts (newest first, in the GCS's order), and
+    how many more matched than the limit let through (``truncated``)."""
+
+    events: list[TaskEvent]
+    truncated: int
+    stored: int
+
+
+def _seconds(ts_ns: int | None) -> float | None:
+    return ts_ns / 1e9 if ts_ns else None
+
+
+def _event(raw: Any, names: dict[int, str], types: dict[int, str], errors: dict[int, str]) -> Any:
+    seen = raw.state_updates.state_ts_ns
+    info, updates = raw.task_info, raw.state_updates
+    running = seen.get(8)  # RUNNING
+    ended = seen.get(11) or seen.get(12)  # FINISHED, FAILED
+    has_error = updates.HasField("error_info")
+    return TaskEvent(
+        task_id=raw.task_id.hex(),
+        attempt=int(raw.attempt_number),
+        job_id=raw.job_id.hex(),
+        name=str(info.name),
+        func=str(info.func_or_class_name),
+        kind=types.get(int(info.type), "NORMAL_TASK"),
+        state=names[max(seen)] if seen else "NIL",
+        node_id=updates.node_id.hex() or (info.node_id.hex() or None),
+        worker_id=updates.worker_id.hex() or None,
+        worker_pid=int(updates.worker_pid) or None,
+        submitted=_seconds(seen.get(1) or seen.get(2) or min(seen.values(), default=0)),
+        start=_seconds(running),
+        end=_seconds(ended),
+        error=str(updates.error_info.error_message) if has_error else None,
+        error_type=errors.get(int(updates.error_info.error_type)) if has_error else None,
+    )
+
+
+def live_jobs(gcs_address: str, timeout: float = 5.0) -> dict[str, bool]:
+    """Every job the GCS knows, by id (hex): whether its driver is still connected (blocking)."""
+    from ray import _raylet
+
+    raylet: Any = _raylet  # compiled: not all in the stub
+    jobs = raylet.GcsClient(address=gcs_address).get_all_job_info(
+        skip_submission_job_info_field=True, timeout=timeout
+    )
+    return {job.job_id.hex(): not job.is_dead for job in jobs.values()}
+
+
+#: The states of an attempt that neither runs nor ended (waiting for args, a node, a worker).
+WAITING_STATES = (
+    "NIL",
+    "PENDING_ARGS_AVAIL",
+    "PENDING_NODE_ASSIGNMENT",
+    "PENDING_OBJ_STORE_MEM_AVAIL",
+    "PENDING_ARGS_FETCH",
+    "SUBMITTED_TO_WORKER",
+    "PENDING_ACTOR_TASK_ARGS_FETCH",
+    "PENDING_ACTOR_TASK_ORDERING_OR_CONCURRENCY",
+    "GETTING_AND_PINNING_ARGS",
+)
+
+
+def task_events(
+    gcs_address: str,
+    *,
+    job_id: str | None = None,
+    states: tuple[str, ...] = (),
+    not_states: tuple[str, ...] = (),
+    limit: int = 1000,
+    timeout: float = 5.0,
+) -> TaskEvents:
+    """The task attempts (drivers left out) in ``states`` (any of none: every state) and none
+    of ``not_states``, of one job or all, at most ``limit``, from the GCS (blocking).
+
+    The GCS answers in its own order: finished attempts first, the latest to finish first, then
+    the others, the latest to appear first; so a small limit gives what just finished. Whatever
+    the filters, the GCS copies every record of the job (of all jobs without ``job_id``) to
+    answer: one query costs it about the same at any limit. ``states`` with more than one name
+    is asked one name at a time (the GCS ands its filters). Raises what gRPC raises when the
+    GCS does not answer.
+    """
+    from ray.core.generated import common_pb2, gcs_service_pb2
+
+    pb: Any = gcs_service_pb2  # generated: no types for mypy
+    status: Any = getattr(common_pb2, "TaskStatus")  # noqa: B009 - untyped for mypy
+    task_type: Any = getattr(common_pb2, "TaskType")  # noqa: B009 - untyped for mypy
+    error_type: Any = getattr(common_pb2, "ErrorType")  # noqa: B009 - untyped for mypy
+    names = {int(number): str(name) for name, number in status.items()}
+    types = {int(number): str(name) for name, number in task_type.items()}
+    errors = {int(number): str(name) for name, number in error_type.items()}
+    filters = pb.GetTaskEventsRequest.Filters
+    stub = _task_stub(gcs_address)
+    events: list[TaskEvent] = []
+    truncated = stored = 0
+    for state in states or (None,):
+        only = filters(exclude_driver=True)
+        if job_id is not None:
+            only.job_filters.append(
+                filters.JobIdFilter(
+                    job_id=bytes.fromhex(job_id), predicate=pb.FilterPredicate.EQUAL
+                )
+            )
+        if state is not None:
+            only.state_filters.append(
+                filters.StateFilter(state=state, predicate=pb.FilterPredicate.EQUAL)
+            )
+        for other in not_states:
+            only.state_filters.append(
+                filters.StateFilter(state=other, predicate=pb.FilterPredicate.NOT_EQUAL)
+            )
+        reply = stub.GetTaskEvents(
+            pb.GetTaskEventsRequest(limit=limit, filters=only), timeout=timeout
+        )
+        if reply.status.code != 0:
+            raise RuntimeError(f"the GCS refused the task query: {reply.status.message}")
+        events.extend(_event(raw, names, types, errors) for raw in reply.events_by_task)
+        truncated += int(reply.num_truncated)
+        stored = max(stored, int(reply.num_total_stored))
+    return TaskEvents(events=events, truncated=truncated, stored=stored)

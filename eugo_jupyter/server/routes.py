@@ -17,6 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..exceptions import ClusterError, ConfirmationError, OptionsError
 from . import limits
+from .live import FAILURES_LIMIT, TASKS_LIMIT, LiveHub, LiveTarget, parse_limit
 from .manager import ClusterManager
 
 __all__ = ["setup_route_handlers"]
@@ -171,6 +172,47 @@ class ActivateHandler(_Base):
         self._reply(model)
 
 
+class LiveHandler(_Base):
+    """``GET /eugo/clusters/{id}/live/{tasks|progress|nodes|gpus|failures}``: the live panes'
+    data (:mod:`.live`), read by the server from Ray; the browser never reaches Ray's ports."""
+
+    _VIEWS = ("tasks", "progress", "nodes", "gpus", "failures")
+
+    @property
+    def hub(self) -> LiveHub:
+        return self.settings["eugo_live_hub"]  # type: ignore[no-any-return]
+
+    @tornado.web.authenticated
+    async def get(self, cluster_id: str, view: str) -> None:
+        if view not in self._VIEWS:
+            raise tornado.web.HTTPError(
+                404, f"No live view {view!r}; the views are {', '.join(self._VIEWS)}."
+            )
+        try:
+            since = self.get_argument("since", None)
+            limit = self.get_argument("limit", None)
+            bounds = TASKS_LIMIT if view == "tasks" else FAILURES_LIMIT
+            count = parse_limit(limit, bounds) if view in ("tasks", "failures") else 0
+        except OptionsError as exc:
+            raise _bad_request(exc) from None
+        model = await self.manager.get_cluster(cluster_id)
+        if model is None:
+            self._not_found(cluster_id)
+            return
+        dashboard = None
+        if view in ("nodes", "gpus") and model["status"] == "running":
+            dashboard = await self.manager.dashboard_target(cluster_id)
+        target = LiveTarget(cluster_id, dict(model), dashboard)
+        if view == "tasks":
+            reply = await self.hub.tasks(target, since, count)
+        elif view == "failures":
+            reply = await self.hub.failures(target, count)
+        else:
+            reply = await getattr(self.hub, view)(target)
+        self.set_header("Cache-Control", "no-store")
+        self._reply(reply)
+
+
 class DashboardHandler(JupyterHandler):
     """``GET /eugo/clusters/{id}/dashboard/...``: Ray's dashboard, behind the server's auth.
 
@@ -217,6 +259,7 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
     """Mount the ``/eugo/`` routes on a Jupyter server's tornado application."""
     base_url = web_app.settings["base_url"]
     web_app.settings["eugo_cluster_manager"] = manager
+    web_app.settings.setdefault("eugo_live_hub", LiveHub())
     web_app.add_handlers(
         ".*$",
         [
@@ -229,6 +272,10 @@ def setup_route_handlers(web_app: Any, manager: ClusterManager) -> None:
             (
                 url_path_join(base_url, "eugo", "clusters", _ID, "nodes") + f"(?:/{_JOB})?/?",
                 NodesHandler,
+            ),
+            (
+                url_path_join(base_url, "eugo", "clusters", _ID, "live") + r"/(?P<view>[a-z]+)/?",
+                LiveHandler,
             ),
             (
                 url_path_join(base_url, "eugo", "clusters", _ID, "dashboard") + "(?P<path>/.*)?",
