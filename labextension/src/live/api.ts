@@ -46,18 +46,21 @@ export interface IProgressGroup {
 export interface IProgressReply extends ILiveReply {
   groups: IProgressGroup[];
   waiting: IWaiting[];
+  /** Waiting tasks beyond those the server reads: their groups are unknown. */
+  waiting_truncated?: number;
 }
 
+/** Figures are null where the node's reporter has not reported yet. */
 export interface ILiveNode {
   node_id: string;
   node: string;
   alive: boolean;
-  cpu_percent: number;
-  cpus: number;
-  mem_used: number;
-  mem_total: number;
-  object_store_used: number;
-  object_store_total: number;
+  cpu_percent: number | null;
+  cpus: number | null;
+  mem_used: number | null;
+  mem_total: number | null;
+  object_store_used: number | null;
+  object_store_total: number | null;
 }
 
 export interface INodesReply extends ILiveReply {
@@ -89,6 +92,7 @@ export interface IFailure {
   task_id: string;
   func: string;
   node: string | null;
+  node_id?: string;
   error: string;
   traceback: string;
   end: number | null;

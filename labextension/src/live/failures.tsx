@@ -4,6 +4,7 @@ import * as React from 'react';
 import { ClusterStore } from '../model';
 import { IFailure, IFailuresReply } from './api';
 import { LiveSource } from './source';
+import { nodeName } from './taskstream';
 
 export class FailuresSource extends LiveSource<IFailuresReply> {
   constructor(store: ClusterStore) {
@@ -62,7 +63,7 @@ export function FailuresView({
             <td>
               <code>{f.func}</code>
             </td>
-            <td>{f.node ?? '–'}</td>
+            <td>{nodeName(f)}</td>
             <td className="eugo-Failures-error">
               <details>
                 <summary>{f.error}</summary>

@@ -17,8 +17,8 @@ export interface INodeHistory {
   store: number[];
 }
 
-const fraction = (used: number, total: number) =>
-  total > 0 ? used / total : 0;
+const fraction = (used: number | null, total: number | null) =>
+  used !== null && total ? used / total : 0;
 
 export class NodesSource extends LiveSource<INodesReply> {
   constructor(store: ClusterStore) {
@@ -43,7 +43,11 @@ export class NodesSource extends LiveSource<INodesReply> {
         h = { cpu: [], mem: [], store: [] };
         this.history.set(node.node_id, h);
       }
-      pushBounded(h.cpu, node.alive ? node.cpu_percent / 100 : 0, HISTORY);
+      pushBounded(
+        h.cpu,
+        node.alive ? (node.cpu_percent ?? 0) / 100 : 0,
+        HISTORY
+      );
       pushBounded(h.mem, fraction(node.mem_used, node.mem_total), HISTORY);
       pushBounded(
         h.store,
@@ -90,6 +94,31 @@ function History({
 
 const percent = (value: number) => `${Math.round(value)}%`;
 
+/** A bar, or a line saying the node's reporter has not sent this figure yet. */
+function Metric({
+  label,
+  used,
+  total,
+  format
+}: {
+  label: string;
+  used: number | null;
+  total: number | null;
+  format: (value: number) => string;
+}): JSX.Element {
+  if (used === null || total === null) {
+    return (
+      <div className="eugo-Bar" data-resource={label}>
+        <span className="eugo-Bar-label">{label}</span>
+        <span className="eugo-Empty">not reported yet</span>
+      </div>
+    );
+  }
+  return (
+    <ResourceBar label={label} used={used} total={total} format={format} />
+  );
+}
+
 function NodeRow({
   node,
   history
@@ -110,18 +139,20 @@ function NodeRow({
         />
         <strong>{node.node}</strong>
         <code title={node.node_id}>{node.node_id.slice(0, 8)}</code>
-        <span className="eugo-Count">{node.cpus} CPU</span>
+        {node.cpus !== null && (
+          <span className="eugo-Count">{node.cpus} CPU</span>
+        )}
         {!node.alive && <span className="eugo-Tag eugo-mod-error">dead</span>}
       </div>
       <div className="eugo-LiveNode-metrics">
-        <ResourceBar
+        <Metric
           label="CPU"
           used={node.cpu_percent}
-          total={100}
+          total={node.cpu_percent === null ? null : 100}
           format={percent}
         />
         <History values={history?.cpu ?? []} colour={COLOURS.cpu} label="CPU" />
-        <ResourceBar
+        <Metric
           label="Mem"
           used={node.mem_used}
           total={node.mem_total}
@@ -132,7 +163,7 @@ function NodeRow({
           colour={COLOURS.mem}
           label="Memory"
         />
-        <ResourceBar
+        <Metric
           label="Store"
           used={node.object_store_used}
           total={node.object_store_total}

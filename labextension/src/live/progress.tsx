@@ -26,15 +26,19 @@ export class ProgressSource extends LiveSource<IProgressReply> {
 
   groups: IProgressGroup[] = [];
   waiting: IWaiting[] = [];
+  /** Waiting tasks the server did not read (beyond its bound): counted, not grouped. */
+  moreWaiting = 0;
 
   protected reset(): void {
     this.groups = [];
     this.waiting = [];
+    this.moreWaiting = 0;
   }
 
   protected ingest(reply: IProgressReply): void {
     this.groups = reply.groups.slice(0, 200);
     this.waiting = reply.waiting ?? [];
+    this.moreWaiting = reply.waiting_truncated ?? 0;
   }
 
   protected summary(): string {
@@ -110,6 +114,12 @@ export function ProgressView({
             <GroupRow key={group.key} group={group} />
           ))}
         </ul>
+      )}
+      {source.moreWaiting > 0 && (
+        <p className="eugo-Progress-more">
+          +{source.moreWaiting.toLocaleString()} more waiting (beyond what the
+          server reads, so in no bar above)
+        </p>
       )}
     </div>
   );
