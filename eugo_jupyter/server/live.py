@@ -175,6 +175,10 @@ class LiveHub:
         if watch is None:
             return reply
         summary = await self._fresh_summary(watch, target)
+        held = any(gpu.get("processesPids") for e in live_nodes.entries(summary or {})
+                   for gpu in e.get("gpus") or [])  # fmt: skip
+        if held:  # which tasks run in those processes: the (shared) task read
+            await self._fresh_tasks(watch)
         running = {
             (r["node_id"] or "", int(pid)): (r["task_id"], r["func"])
             for r, pid in watch_running(watch)
@@ -292,10 +296,6 @@ class LiveHub:
             watch.summary_error = None
         except Exception as exc:  # noqa: BLE001 - the dashboard may be restarting
             watch.summary_error = f"The cluster's dashboard did not answer just now: {_text(exc)}"
-
-    def forget(self, cluster_id: str) -> None:
-        """Drop a cluster's data (it was removed)."""
-        self._watches.pop(cluster_id, None)
 
 
 def watch_running(watch: _Watch) -> list[tuple[Any, int]]:

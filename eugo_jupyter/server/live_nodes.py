@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-__all__ = ["GpuModel", "NodeModel", "gpus_of", "no_gpu_message", "nodes_of"]
+__all__ = ["GpuModel", "NodeModel", "entries", "gpus_of", "no_gpu_message", "nodes_of"]
 
 _MIB = 1024 * 1024  # the reporter gives GPU memory in MiB (NVML's bytes // 2**20)
 
@@ -47,7 +47,8 @@ class GpuModel(TypedDict):
     tasks: list[dict[str, Any]]
 
 
-def _entries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def entries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The per-node entries of the dashboard's summary page."""
     data = summary.get("data", summary)
     entries = data.get("summary", []) if isinstance(data, Mapping) else []
     return [e for e in entries if isinstance(e, Mapping)]  # type: ignore[misc]
@@ -67,7 +68,7 @@ def _int(value: Any) -> int | None:
 def nodes_of(summary: Mapping[str, Any], known: list[dict[str, Any]]) -> list[NodeModel]:
     """Per node (those of the cluster model ``known``, plus any the reporter adds): CPU use,
     memory and object store. A node whose reporter said nothing has None figures."""
-    by_id = {_node_id(e): e for e in _entries(summary)}
+    by_id = {_node_id(e): e for e in entries(summary)}
     order = [str(n["node_id"]) for n in known] + [i for i in by_id if i not in {
         str(n["node_id"]) for n in known}]  # fmt: skip
     alive = {str(n["node_id"]): bool(n.get("alive")) for n in known}
@@ -112,7 +113,7 @@ def gpus_of(
     ``running``: (node id, worker pid) -> (task id, function)) or, for a process that runs no
     task we know of, its pid."""
     out: list[GpuModel] = []
-    for entry in _entries(summary):
+    for entry in entries(summary):
         node_id = _node_id(entry)
         for gpu in entry.get("gpus") or []:
             tasks: list[dict[str, Any]] = []

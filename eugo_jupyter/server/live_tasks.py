@@ -98,10 +98,10 @@ def group_of(event: TaskEvent) -> tuple[str, str, str, str]:
     ('map:01000000:map(square)', 'map(square)', 'map', 'square')
     """
     func = event.func.rsplit(".", 1)[-1] if event.kind == "NORMAL_TASK" else event.func
-    run = _RUN.match(event.name)
-    if func == "_execute" and run:
+    run = _RUN.match(event.name) if event.kind == "NORMAL_TASK" else None
+    if run:  # (in a notebook the batch function is wrapped: its name is not always _execute)
         return f"map:{event.job_id}:{event.name}", event.name, "map", run["label"]
-    if func == "notebook_cell":
+    if func == "notebook_cell" or event.name.startswith("%%distribute"):
         return f"cell:{event.job_id}:{event.name}", event.name, "cell", event.name
     shown = event.name or func
     return f"function:{event.job_id}:{shown}", shown, "function", shown
