@@ -130,8 +130,9 @@ export abstract class LiveSource<R extends ILiveReply> {
     }
     if (before) {
       this._changedFrom = before.name;
-      this._changedAt = Date.now();
     }
+    // The note runs for a minute from when the pane shows the new cluster (or none).
+    this._changedAt = Date.now();
     this._cluster = active;
     this._errors = 0;
     this.reset();
