@@ -8,7 +8,8 @@ Run from the repository root, after `pip install -e ".[test]"`:
     python scripts/live_screenshot.py
 
 It starts Ray for the cluster (shut down again at the end) and needs `chromium` on PATH or
-$EUGO_CHROMIUM. Rerun it when the panes' look changes; commit the PNG.
+$EUGO_CHROMIUM. Rerun it when the panes' look changes; commit the PNG. (The browser test
+tests/ui/test_live_panes.py saves the same view of its own run as tests/artifacts/live-docked.png.)
 """
 
 from __future__ import annotations

@@ -200,10 +200,7 @@ def test_failures_nodes_and_gpus(
 ) -> None:
     open_sidebar(page)
     make_active(lab, page, "live-a")
-    for kind in ("failures", "nodes", "gpus"):
-        from_palette(page, {"failures": "Open Failures", "nodes": "Open Nodes",
-                            "gpus": "Open GPUs"}[kind])  # fmt: skip
-        pane(page, kind)
+    from_palette(page, "Open Failures (EugoHPC)")
     failures = pane(page, "failures")
     row = failures.locator("tr", has_text="explode")
     row.wait_for(timeout=CLUSTER_TIMEOUT_MS)
@@ -214,6 +211,7 @@ def test_failures_nodes_and_gpus(
     assert "ValueError" in traceback.inner_text()
     failures.screenshot(path=str(artifacts / "live-failures.png"))
 
+    from_palette(page, "Open Nodes (EugoHPC)")  # opens in front of the failures
     nodes = pane(page, "nodes")
     node = nodes.locator(".eugo-LiveNode").first
     node.wait_for()
@@ -222,6 +220,7 @@ def test_failures_nodes_and_gpus(
     assert node.locator("canvas.eugo-History").count() == 3
     nodes.screenshot(path=str(artifacts / "live-nodes.png"))
 
+    from_palette(page, "Open GPUs (EugoHPC)")
     gpus = pane(page, "gpus")
     # A cluster without GPUs says so (no empty chart, no error).
     gpus.locator(".eugo-LiveGpu-none").wait_for()
