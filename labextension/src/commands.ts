@@ -28,6 +28,12 @@ export namespace CommandIDs {
   export const refresh = 'eugo:refresh-clusters';
   export const addNode = 'eugo:add-node';
   export const removeNode = 'eugo:remove-node';
+  // The live panes (live/commands.ts): each follows the active cluster.
+  export const openTaskStream = 'eugo:open-task-stream';
+  export const openProgress = 'eugo:open-progress';
+  export const openNodes = 'eugo:open-nodes';
+  export const openGpus = 'eugo:open-gpus';
+  export const openFailures = 'eugo:open-failures';
 }
 
 /** The code a notebook runs to use this cluster (what "Insert connection code" inserts). */

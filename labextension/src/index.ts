@@ -1,4 +1,5 @@
-// Wiring: the EugoHPC Manager sidebar, its commands, palette entries and layout restoration.
+// Wiring: the EugoHPC Manager sidebar, the live panes, their commands, palette entries and layout
+// restoration.
 import {
   ILayoutRestorer,
   JupyterFrontEnd,
@@ -8,6 +9,7 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 
 import { addCommands, CommandIDs } from './commands';
+import { addLiveCommands } from './live/commands';
 import { ClusterStore } from './model';
 import { ClusterSidebar, SIDEBAR_ID } from './panel/sidebar';
 
@@ -45,6 +47,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ]) {
       palette?.addItem({ command, category: PALETTE_CATEGORY });
     }
+    addLiveCommands(app, store, restorer, palette, PALETTE_CATEGORY);
     store.changed.connect(() => app.commands.notifyCommandChanged());
     store.start();
   }

@@ -18,7 +18,9 @@ export class ClusterStore {
       name: 'eugo:clusters',
       // While the sidebar is collapsed no request is made; while the browser tab is hidden
       // neither. The poll resumes at once when either is visible again.
-      standby: () => (this._visible ? 'when-hidden' : true)
+      // Open live panes (watchers) need the active cluster too, sidebar or not.
+      standby: () =>
+        this._visible || this._watchers > 0 ? 'when-hidden' : true
     });
   }
 
@@ -97,6 +99,20 @@ export class ClusterStore {
     }
   }
 
+  /** Keep polling while the sidebar is collapsed, until the returned function is called: a
+   * live pane follows the active cluster through this store. */
+  watch(): () => void {
+    this._watchers++;
+    void this.refresh();
+    let done = false;
+    return () => {
+      if (!done) {
+        done = true;
+        this._watchers--;
+      }
+    };
+  }
+
   refresh(): Promise<void> {
     if (this._poll.isDisposed) {
       return Promise.resolve();
@@ -145,4 +161,5 @@ export class ClusterStore {
   private _loading = true;
   private _poll: Poll;
   private _visible = false;
+  private _watchers = 0;
 }

@@ -3,3 +3,4 @@ import './card.css';
 import './slurm.css';
 import './findings.css';
 import './ssh.css';
+import './live.css';

@@ -7,6 +7,7 @@ import { dashboardHref, ICluster, ITaskCounts } from '../api';
 import { CommandIDs } from '../commands';
 import { BatchJobs } from './jobs';
 import { FindingsSection } from './findings';
+import { LiveButtons } from './live';
 import {
   formatBytes,
   NodeTable,
@@ -217,6 +218,7 @@ export function ClusterCard({
             <NodeTable nodes={cluster.nodes} />
           </details>
           <TaskCounts tasks={cluster.tasks} />
+          <LiveButtons cluster={cluster} commands={commands} />
         </>
       )}
       <FindingsSection runs={cluster.findings} />
