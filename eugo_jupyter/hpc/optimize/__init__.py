@@ -9,7 +9,8 @@ One responsibility per module: ``_candidates`` (what is compiled, the cache key)
 (numba, the ladder), ``_verify`` (copies, comparison), ``_decide`` (break-even, per cost),
 ``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (the call
 path), ``_state`` (the per-process cache), ``_threads`` (threads follow ``num_cpus``),
-``_report`` (the report), ``_profiled`` (the profile's section).
+``_report`` (the report), ``_profiled`` (the profile's section), ``_prewarm`` (numba's start
+before and beside the calls).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def set_optimize(value: bool | str) -> None:
             'optimize="gpu" with num_gpus= on that call, or set_optimize(True).'
         )
     _hooks.optimize_default = checked
+    if checked:  # the workers start numba now, not on the first call that needs it
+        from . import _prewarm
+
+        _prewarm.fire()
 
 
 def wrap(fn: Any, mode: Any, options: dict[str, Any], expected_calls: int | None = None) -> Any:

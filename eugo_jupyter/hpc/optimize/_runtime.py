@@ -48,6 +48,7 @@ from . import (
     _differs,
     _explain,
     _nodecache,
+    _prewarm,
     _state,
     _threads,
     _verify,
@@ -112,6 +113,7 @@ class Entry:
         self.max_diff = 0.0
         self.mutates = False
         self.calls = 0
+        self.preparing_calls = 0  #: calls run in Python while numba started and compiled
         self.python_fallbacks = 0
         self.fallback_error = ""
         self.failed_attempts: list[str] = []
@@ -126,6 +128,7 @@ class Entry:
             preparing = self.preparing
             assert preparing is not None
             if not preparing.done() or not self._ready(preparing):
+                self.preparing_calls += 1
                 return self.fn(*args, **kwargs)
             return self._verifying_call(args, kwargs)
         if state == "python":
@@ -197,7 +200,7 @@ class Entry:
             _nodecache.has_entry(_nodecache.folder_for(cands.node_key(p))[0])
             for p in {parallel, False}
         )
-        return expected_calls, "numba" in sys.modules, cached
+        return expected_calls, _numba_ready(), cached
 
     def _sampling(self) -> bool:
         """Still sampling plain calls before the break-even (a known number of calls only)."""
@@ -227,7 +230,7 @@ class Entry:
             self.help.append(_explain._help(self.fn, line, kind, fix))
             self._keep_python(f"{kind} at line {line}")
             return False
-        numba_was_loaded = "numba" in sys.modules  # the first compile also pays numba's start
+        numba_was_loaded = _numba_ready()  # the first compile also pays numba's start
         if not numba_was_loaded and not _installed("numba"):
             warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
             self._keep_python(_compile.INSTALL_HINT)
@@ -653,6 +656,8 @@ class Entry:
             else None,
             "compiled_s": statistics.median(self.compiled_times) if self.compiled_times else None,
             "calls": self.calls,
+            "preparing_calls": self.preparing_calls,
+            "numba_started_early": _prewarm.started_here(),
             "python_fallbacks": self.python_fallbacks,
             "fallback_error": self.fallback_error,
             "difference": self.difference.text() if self.difference else "",
@@ -662,6 +667,11 @@ class Entry:
             if self.switched
             else "",
         }
+
+
+def _numba_ready() -> bool:
+    """Numba is loaded here (not still being started by :mod:`._prewarm`)."""
+    return "numba" in sys.modules and not _prewarm.loading()
 
 
 def _installed(name: str) -> bool:
