@@ -417,6 +417,26 @@ def actor_creation_task(handle: Any) -> str:
     return str(TaskID.for_actor_creation_task(handle._actor_id).hex())
 
 
+def actor_id_hex(handle: Any) -> str:
+    """An actor's id (hex), from its handle."""
+    return str(handle._actor_id.hex())
+
+
+def actor_class_name(handle: Any) -> str:
+    """The name of the class an actor handle was made from."""
+    return str(handle._ray_actor_creation_function_descriptor.class_name)
+
+
+def pickled_by_value(module: Any) -> bool:
+    """Whether Ray's cloudpickle ships ``module``'s objects by value (registered so)."""
+    try:
+        from ray.cloudpickle import cloudpickle as _cp
+
+        return bool(_cp._is_registered_pickle_by_value(module))
+    except Exception:  # noqa: BLE001 - an older cloudpickle: only the notebook's own code
+        return False
+
+
 def session_name() -> str | None:
     """The Ray session this process is connected to: a ``ray.init`` after ``ray.shutdown``
     (even at the same address) is another one. None when not connected, or through a

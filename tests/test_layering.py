@@ -282,3 +282,104 @@ def test_scheduler_error_keeps_its_slurm_name() -> None:
              if "+-- " in line}  # fmt: skip
     errors = {n for n in exceptions.__all__ if n.endswith("Error") and n != "SlurmError"}
     assert errors - {"EugoError"} <= drawn
+
+
+#: Where another library's private names may be used: one module per library, the file to fix
+#: when that library renames one (Ray's and its cloudpickle's; numba's).
+PRIVATE_OWNERS = {
+    "eugo_jupyter._raystate": "Ray",
+    "eugo_jupyter.hpc.optimize._numba_private": "numba",
+}
+#: Private names of other libraries used in one module each, outside those two: CPython's
+#: documented ``sys._getframe``; argparse's, pandas' and tornado's, each where it is needed.
+PRIVATE_ELSEWHERE = {
+    "_getframe": None,  # sys._getframe, documented by CPython
+    "_actions": "eugo_jupyter.magics.flags",
+    "_constructor": "eugo_jupyter.pandas._run",
+    "_cast_pointwise_result": "eugo_jupyter.pandas._run",
+    "_reason": "eugo_jupyter.server.routes",
+}
+
+
+def _ours() -> set[str]:
+    """The private names this package defines: functions, classes, module names, attributes
+    it sets (outside the owners, which set other libraries' too), ``__slots__``, and names it
+    imports."""
+    names: set[str] = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[-1])
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and module not in PRIVATE_OWNERS
+            ):
+                names.add(node.attr)
+            elif isinstance(node, ast.Assign) and any(
+                getattr(t, "id", "") == "__slots__" for t in node.targets
+            ):
+                names |= {
+                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)
+                }  # fmt: skip
+    return names
+
+
+def _foreign_private_uses(path: Path, ours: set[str]) -> list[str]:
+    """Where a file reads or sets another library's private attribute (``handle._actor_id``,
+    ``dispatcher._compile_for_args``) or imports numba's internals (``numba.core.caching``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute):
+            attr = node.attr
+            protocol = attr.endswith("_")  # IPython's _repr_html_, _render_traceback_
+            if attr.startswith("_") and not protocol and attr not in ours:
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba.core"):
+            if any(a.name == "caching" for a in node.names) or "caching" in (node.module or ""):
+                found.append(f"{path.name}:{node.lineno} {node.module}")
+        elif isinstance(node, ast.Constant) and node.value == "_compile_for_args":
+            found.append(f"{path.name}:{node.lineno} '_compile_for_args'")
+    return found
+
+
+def test_the_foreign_private_scan_sees_private_attributes(tmp_path: Path) -> None:
+    # A guard for the guard: a read, a write and numba's cache module are seen; ours is not.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from numba.core import caching\n"
+        "def f(handle, d, cb, entry):\n"
+        "    d._compile_for_args = cb\n"
+        "    entry._checking = True\n"
+        "    return handle._actor_id\n"
+    )
+    uses = _foreign_private_uses(source, {"_checking"})
+    assert [u.split()[-1] for u in uses] == [
+        "numba.core", "d._compile_for_args", "handle._actor_id"
+    ], uses  # fmt: skip
+
+
+def test_other_libraries_private_names_have_one_owner_each() -> None:
+    ours = _ours()
+    offenders = []
+    for name, path in MODULES.items():
+        if name in PRIVATE_OWNERS:
+            continue
+        for use in _foreign_private_uses(path, ours):
+            attr = use.split()[-1].rsplit(".", 1)[-1]
+            place = PRIVATE_ELSEWHERE.get(attr, "")
+            if place is None or place == name:
+                continue
+            offenders.append(f"{name}: {use}")
+    assert offenders == [], (
+        "another library's private names belong in its one module ("
+        + ", ".join(f"{lib}: {mod}" for mod, lib in PRIVATE_OWNERS.items())
+        + "); add a function there:\n"
+        + "\n".join(offenders)
+    )
+    for owner in PRIVATE_OWNERS:  # a guard for the guard: the owners are where we look
+        assert _foreign_private_uses(MODULES[owner], ours) != [], owner

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _raystate
 from . import _freshness, _hooks, _output, _session
 
 __all__ = ["ActorMethod", "ActorProxy", "get_actor", "kill"]
@@ -97,7 +98,7 @@ class ActorProxy:
         return ActorMethod(method, f"{self._class_name}.{attr}", self, attr)
 
     def __repr__(self) -> str:
-        return f"<actor {self._class_name} {self.handle._actor_id.hex()[:12]}>"
+        return f"<actor {self._class_name} {_raystate.actor_id_hex(self.handle)[:12]}>"
 
 
 _proxy_class: list[type] = []  # ActorProxy that is a Ray ActorHandle too, made once
@@ -138,7 +139,7 @@ def _proxy_of(actor: Any, name: str | None = None) -> ActorProxy:
     """An eugo proxy for a Ray handle (or the proxy itself)."""
     if isinstance(actor, ActorProxy):
         return actor
-    return ActorProxy(actor, name or actor._ray_actor_creation_function_descriptor.class_name)
+    return ActorProxy(actor, name or _raystate.actor_class_name(actor))
 
 
 def kill(actor: Any, *, no_restart: bool = True) -> None:

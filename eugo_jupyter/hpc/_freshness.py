@@ -43,6 +43,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .. import _raystate
+
 __all__ = ["SMALL", "Reads", "by_value", "reads_of"]
 
 #: The most items a container may hold for an in-place change at the same length to be seen.
@@ -61,12 +63,7 @@ def by_value(obj: Any) -> bool:
         return True
     if module is None or module not in sys.modules:
         return False
-    try:
-        from ray.cloudpickle import cloudpickle as _cp
-
-        return bool(_cp._is_registered_pickle_by_value(sys.modules[module]))
-    except Exception:  # noqa: BLE001 - an older cloudpickle: only the notebook's own code
-        return False
+    return _raystate.pickled_by_value(sys.modules[module])
 
 
 def _probe(value: Any) -> tuple[int, Any] | None:

@@ -18,7 +18,7 @@ from .. import _raystate
 from .._rayaddress import gcs_wants_token, mismatch_sentence, reachable, speaks_gcs
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
-from . import _output
+from . import _hooks, _output
 
 __all__ = [
     "Connection",
@@ -199,6 +199,10 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     _ray_session = _raystate.session_name()
     generation += 1
     _output.connected()
+    if _hooks.optimize_default:  # the notebook optimizes every call: workers start numba now
+        from .optimize import _prewarm
+
+        _prewarm.fire()
     return _connection
 
 

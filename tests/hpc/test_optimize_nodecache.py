@@ -191,12 +191,12 @@ def test_processes_saving_different_versions_at_once_leave_a_cache_that_loads_ri
 def test_keep_or_drop_is_decided_once_per_node_and_every_process_follows(cache: Path) -> None:
     # Each process timing its own two verifying calls kept the compiled version in one worker
     # and Python in the other. Now the first to decide writes it; the others follow.
-    from eugo_jupyter.hpc.optimize._runtime import find_entry
+    from eugo_jupyter.hpc.optimize._runtime import Settings, find_entry
 
     nb = Notebook()
     nb.cell("def damped(x, n):\n    for _ in range(n):\n        x = 0.9 * x + 0.1\n    return x\n")
     fn = nb["damped"]
-    first = find_entry(fn, None, None, False, cached=False)  # a worker process of the node
+    first = find_entry(fn, Settings(), cached=False)  # a worker process of the node
     for _ in range(3):
         assert first.call((0.3, 50), {}) == fn(0.3, 50)
     [written] = cache.rglob(".verdict-*")
@@ -204,7 +204,7 @@ def test_keep_or_drop_is_decided_once_per_node_and_every_process_follows(cache: 
     assert (first.state == "compiled") == (word == "keep"), (word, first.reason)
     other = "drop" if word == "keep" else "keep"  # as if another process had found otherwise
     written.write_text(" ".join([other, *numbers]))
-    second = find_entry(fn, None, None, False, cached=False)  # the node's next process
+    second = find_entry(fn, Settings(), cached=False)  # the node's next process
     for _ in range(3):
         assert second.call((0.3, 50), {}) == fn(0.3, 50)
     assert second.loads == 1 and second.compiles == 0  # loaded, then followed the node

@@ -332,7 +332,7 @@ class _Readiness:
         prediction = predict(m)
         self.gpu_check(found["audit"])
         self.checks.extend(timing_checks(m, prediction))
-        from ..optimize import _advice  # would optimize=True pay more than distributing?
+        from . import advice as _advice  # would optimize=True pay more than distributing?
 
         advice = _advice.compile_check(self.plain, sampled[0], self.shared, m, prediction,
                                        self.optimize)  # fmt: skip

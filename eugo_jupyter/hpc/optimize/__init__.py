@@ -7,9 +7,12 @@
 
 One responsibility per module: ``_candidates`` (what is compiled, the cache key), ``_compile``
 (numba, the ladder), ``_verify`` (copies, comparison), ``_decide`` (break-even, per cost),
-``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (the call
-path), ``_state`` (the per-process cache), ``_threads`` (threads follow ``num_cpus``),
-``_report`` (the report), ``_profiled`` (the profile's section).
+``_explain`` (how to help it), ``_differs`` (why an answer differs), ``_runtime`` (what a call
+site ships), ``_entry`` (the steps), ``_verifying`` (both versions compared), ``_glue`` (the
+settled dispatcher), ``_record`` (state, settings, counts), ``_numba_private`` (numba's private
+API, nowhere else), ``_state`` (the per-process cache), ``_threads`` (threads follow
+``num_cpus``), ``_report`` (the report), ``_profiled`` (the profile's section), ``_prewarm``
+(numba's start before and beside the calls).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from .. import _hooks
 from ._report import OptimizationReport
-from ._runtime import VERIFY_CALLS, Optimized, find_entry
+from ._runtime import VERIFY_CALLS, Optimized, Settings, find_entry
 
 __all__ = ["OptimizationReport", "Optimized", "optimize", "set_optimize", "wrap"]
 
@@ -41,13 +44,15 @@ def set_optimize(value: bool | str) -> None:
             'optimize="gpu" with num_gpus= on that call, or set_optimize(True).'
         )
     _hooks.optimize_default = checked
+    if checked:  # the workers start numba now, not on the first call that needs it
+        from . import _prewarm
+
+        _prewarm.fire()
 
 
 def wrap(fn: Any, mode: Any, options: dict[str, Any], expected_calls: int | None = None) -> Any:
     """What a call site ships instead of ``fn`` when ``mode`` asks for an optimization."""
-    return Optimized(
-        fn, mode, options.get("num_cpus"), expected_calls, False, options.get("num_gpus")
-    )
+    return Optimized(fn, Settings.of(mode, options, expected_calls))
 
 
 def optimize(fn: Any, *args: Any, **kwargs: Any) -> OptimizationReport:
@@ -77,7 +82,7 @@ def optimize(fn: Any, *args: Any, **kwargs: Any) -> OptimizationReport:
         fn = fn._fn
     if isinstance(fn, Optimized):
         fn = fn.fn
-    entry = find_entry(fn, num_cpus, None, force=True, cached=False)
+    entry = find_entry(fn, Settings(num_cpus=num_cpus, force=True), cached=False)
     result = None
     for i in range(VERIFY_CALLS + 1):
         out = entry.call(_verify.copy_args(args), _verify.copy_args(kwargs))

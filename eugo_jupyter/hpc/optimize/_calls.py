@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _candidates
-from ._runtime import Optimized
+from ._runtime import Optimized, Settings
 
 __all__ = ["for_items", "for_task"]
 
@@ -46,9 +46,7 @@ def for_task(
     key = cands.key() if cands is not None else ""
     held = _tasks.get(id(fn))
     if held is None or held[0] != key:
-        optimized = Optimized(
-            fn, mode, options.get("num_cpus"), None, False, options.get("num_gpus")
-        )
+        optimized = Optimized(fn, Settings.of(mode, options))
         held = _tasks[id(fn)] = (key, _task_function(optimized), {})
     _, task, remotes = held
     options_key = repr(sorted(options.items()))
@@ -64,4 +62,4 @@ def for_items(
 ) -> Optimized:
     """The item function of a map, knowing how many items each of ``slots`` workers runs."""
     expected = None if total is None else max(1, math.ceil(total / max(1, slots)))
-    return Optimized(fn, mode, options.get("num_cpus"), expected, False, options.get("num_gpus"))
+    return Optimized(fn, Settings.of(mode, options, expected))

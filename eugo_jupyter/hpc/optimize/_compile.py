@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _candidates, _nodecache
+from . import _candidates, _nodecache, _prewarm
 
 __all__ = [
     "INSTALL_HINT",
@@ -310,7 +310,9 @@ class Background:
 
     def _run(self, job: Any, args: tuple) -> None:
         try:
-            with warnings.catch_warnings():
+            # The calls beside it run Python: switch often, or numba's many file reads each
+            # wait a whole switch interval for the interpreter lock (see _prewarm).
+            with warnings.catch_warnings(), _prewarm.fast_switching():
                 warnings.simplefilter("ignore")  # numba's notes, from a thread: shown nowhere
                 self.result = job(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread

@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import _numba_private
+
 __all__ = [
     "ENV",
     "Folder",
@@ -192,51 +194,6 @@ def _locked(folder: Path, exclusive: bool, name: str = _LOCK) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@functools.cache
-def _cache_class() -> type:
-    """numba's ``FunctionCache``, located by our key (built on first use: numba loads late)."""
-    from numba.core import caching
-
-    class Locator(caching._CacheLocator):
-        """The folder of our key; numba's stamp check compares the key, not a file's mtime."""
-
-        def __init__(self, folder: Path) -> None:
-            self._folder = folder
-
-        def ensure_cache_path(self) -> None:
-            self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-        def get_cache_path(self) -> str:
-            return str(self._folder)
-
-        def get_source_stamp(self) -> str:
-            return self._folder.name
-
-        def get_disambiguator(self) -> str:
-            return "eugo"
-
-        @classmethod
-        def from_function(cls, py_func: Any, py_file: str) -> Any:
-            folder = _folders.get(py_func)
-            return None if folder is None else cls(folder)
-
-    class Impl(caching.CompileResultCacheImpl):
-        _locator_classes: list[Any] = [Locator]
-
-        def __init__(self, py_func: Any) -> None:
-            self._name = py_func.__qualname__
-            super().__init__(py_func)
-
-        def get_filename_base(self, fullname: str, abiflags: str) -> str:
-            # One folder per key: the function's name is enough (the cell file's is not).
-            return super().get_filename_base(self._name, abiflags)
-
-    class Cache(caching.FunctionCache):
-        _impl_class = Impl
-
-    return Cache
-
-
 class Folder:
     """The node cache of one compiled function (numba's ``FunctionCache`` in our folder).
 
@@ -275,7 +232,7 @@ class Folder:
             self.held.append((sig, cres))
             return
         try:
-            self.cache._impl.locator.ensure_cache_path()
+            _numba_private.ensure_cache_path(self.cache)
             with _locked(self.folder, exclusive=True), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "cannot cache ... dynamic globals": not saved
                 self.cache.save_overload(sig, cres)
@@ -313,8 +270,8 @@ def attach(dispatcher: Any, folder: Path | None) -> Folder | None:
         return None
     _folders[dispatcher.py_func] = folder
     try:
-        cache = Folder(_cache_class()(dispatcher.py_func), folder)
+        cache = Folder(_numba_private.cache_class(_folders.get)(dispatcher.py_func), folder)
     except Exception:  # noqa: BLE001 - numba's internals changed: compile without the cache
         return None
-    dispatcher._cache = cache
+    _numba_private.set_cache(dispatcher, cache)
     return cache

@@ -37,6 +37,8 @@ class Stats(TypedDict, total=False):
     plain_s: float | None
     compiled_s: float | None
     calls: int  #: calls that took the checked path (not those straight to numba's dispatcher)
+    preparing_calls: int  #: calls run in Python while numba started and compiled beside them
+    numba_started_early: bool  #: numba was started here before a call needed it (_prewarm)
     at: float  #: when a snapshot read them (time.monotonic() of the process)
     python_fallbacks: int
     fallback_error: str

@@ -2,7 +2,7 @@
 
 The sampled item runs here through :func:`~eugo_jupyter.hpc.optimize.optimize`; the measured
 ratio of compiled to plain time scales the per-item times the readiness measured on the
-workers, and the same prediction (:func:`~.._readiness.model.predict`) gives the run with
+workers, and the same prediction (:func:`.model.predict`) gives the run with
 ``optimize=True``, compile seconds included.
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 import statistics
 from typing import Any
 
-from .._readiness.model import Check, Measurements, Prediction, fmt_s, predict
+from .model import Check, Measurements, Prediction, fmt_s, predict
 
 __all__ = ["NAME", "compile_check"]
 
@@ -22,7 +22,7 @@ NAME = "compiling"
 def compile_check(fn: Any, item: Any, shared: dict[str, Any], m: Measurements,
                   p: Prediction, mode: Any) -> Check | None:  # fmt: skip
     """A checklist line saying whether ``optimize=True`` would pay, with the numbers."""
-    from . import _compile, optimize
+    from ..optimize import _compile, optimize
 
     if _compile.numba_module() is None:
         return Check(

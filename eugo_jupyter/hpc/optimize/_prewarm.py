@@ -1,0 +1,124 @@
+"""Numba's start in a worker before the first optimized call needs it, and beside the calls.
+
+A fresh worker process spends about a second importing numba and another starting LLVM (its
+first compile) before it can compile or load anything. Two things keep that off the calls:
+
+- :func:`fast_switching`: while numba starts on a thread beside calls running Python, the
+  interpreter switches threads every 0.5 ms instead of 5. Numba's import reads hundreds of
+  files, each read handing the interpreter lock to the calls and waiting a whole switch
+  interval to get it back: at 5 ms the start took about twice as long beside the calls as
+  alone.
+- :func:`fire`: when the notebook turns the optimizer on for every call (``set_optimize``,
+  ``%eugo optimize on``), at that moment and when a cluster connects later, each CPU of the
+  cluster gets one task that starts numba on a thread and returns at once (not waited on). The
+  workers import numba while they wait for the notebook's first call, which then finds it
+  loaded. Only then: a notebook that never asks for the optimizer loads no numba on its
+  workers.
+
+:func:`loading` tells the call path that numba is being started here and is not ready yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["fast_switching", "fire", "loading", "start_numba", "started_here"]
+
+#: The switch interval while numba starts beside calls running Python.
+SWITCH_S = 0.0005
+#: Tasks of one :func:`fire` at most (one per CPU of the cluster, up to this).
+MAX_TASKS = 64
+
+_lock = threading.Lock()
+_switching = 0  #: threads inside fast_switching()
+_saved_interval = 0.0
+_thread: threading.Thread | None = None  #: this process's numba start, if one ran
+_fired: list[Any] = []  #: the latest fire's refs (kept until the next one)
+_fired_for = ""  #: the Ray job (connection) fired for
+
+
+@contextlib.contextmanager
+def fast_switching() -> Iterator[None]:
+    """Switch threads every ``SWITCH_S`` while inside (nested and threads counted); the
+    interval before is put back when the last one leaves, unless someone changed it meanwhile."""
+    global _switching, _saved_interval
+    with _lock:
+        if _switching == 0:
+            _saved_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(SWITCH_S, _saved_interval))
+        _switching += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _switching -= 1
+            if _switching == 0 and sys.getswitchinterval() == min(SWITCH_S, _saved_interval):
+                sys.setswitchinterval(_saved_interval)
+
+
+def _start() -> None:
+    with fast_switching(), contextlib.suppress(Exception):
+        import numba
+
+        numba.njit(lambda x: x + 1)(1)  # LLVM's start is paid by the first compile
+
+
+def start_numba() -> bool:
+    """Start numba's import and LLVM on a daemon thread of this process (once); False when
+    numba is loaded already, started before, or not installed."""
+    global _thread
+    with _lock:
+        if _thread is not None or "numba" in sys.modules:
+            return False
+        try:
+            if importlib.util.find_spec("numba") is None:
+                return False
+        except (ImportError, ValueError):
+            return False
+        _thread = threading.Thread(target=_start, daemon=True, name="eugo-optimize-numba")
+        _thread.start()
+    return True
+
+
+def loading() -> bool:
+    """Numba is being started in this process and is not ready yet."""
+    thread = _thread
+    return thread is not None and thread.is_alive()
+
+
+def started_here() -> bool:
+    """Whether :func:`start_numba` started numba in this process (``stats()`` says so)."""
+    return _thread is not None
+
+
+def _warm_worker() -> bool:
+    return start_numba()
+
+
+def fire() -> int:
+    """One numba-starting task per CPU of the connected cluster (up to ``MAX_TASKS``), once per
+    connection, not waited on; the number of tasks sent (0 when not connected)."""
+    global _fired, _fired_for
+    import ray
+
+    if not ray.is_initialized():
+        return 0
+    job = ray.get_runtime_context().get_job_id()  # a new connection is a new job
+    if _fired_for == job:
+        return 0
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+    except Exception:  # noqa: BLE001 - a cluster going away: nothing to warm
+        return 0
+    count = max(0, min(cpus, MAX_TASKS))
+    remote = ray.remote(_warm_worker).options(
+        num_cpus=1, max_retries=0, scheduling_strategy="SPREAD", name="eugo-optimize-start"
+    )
+    _fired = [remote.remote() for _ in range(count)]
+    _fired_for = job
+    return count
