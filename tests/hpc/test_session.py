@@ -133,3 +133,40 @@ def test_dead_active_cluster_falls_back_with_a_warning(
     assert done.returncode == 0, done.stderr
     assert "No Ray cluster answers at 127.0.0.1:1 (from active cluster 'gone')" in done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["embedded"]
+
+
+LISTENERS = """
+import json
+import eugo_jupyter as eugo
+from eugo_jupyter.hpc import _checks, _session, _watch
+heard = []
+_session.on_connect(lambda c: heard.append(["connect", c.source]))
+_session.on_disconnect(lambda reason: heard.append(["disconnect", reason]))
+address = eugo.hpc.init(num_cpus=1).address
+seen = _checks.current_snapshot() is not None
+error = _watch.release(address, "its head stopped accepting connections")
+eugo.hpc.shutdown()                 # nothing held any more: no one hears of it
+print(json.dumps({"heard": heard, "seen": seen, "cached": _checks._snap is not None,
+                  "error": str(error), "address": address}))
+"""
+
+
+def test_listeners_hear_the_connect_and_the_cluster_gone(tmp_path: Path) -> None:
+    """What a per-cluster cache hears: the connect, then the cluster let go of when found gone
+    (the one disconnect; its cluster read is dropped with it)."""
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
+    }
+    clean["JUPYTER_RUNTIME_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", LISTENERS], env=clean, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    (connect, source), (disconnect, reason) = result["heard"]
+    assert (connect, source, disconnect) == ("connect", "embedded", "disconnect")
+    assert reason.startswith(
+        f"the cluster at {result['address']} is gone: its head stopped accepting connections"
+    )
+    assert result["seen"] and not result["cached"]
+    assert "This kernel is still running" in result["error"]

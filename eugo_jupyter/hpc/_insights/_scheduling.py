@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..._feasibility import describe_request
 from ..._gpu_use import AuditRecord
-from .._feasibility import describe_request
 from ._base import (
     Finding,
     FunctionStats,
