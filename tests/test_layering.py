@@ -84,7 +84,7 @@ def test_the_scan_reads_import_module_strings(tmp_path: Path) -> None:
     assert "eugo_jupyter.gpu.audit" in _imports("eugo_jupyter.hpc.m", source)
 
 
-#: What hpc sits below: these build on it and plug into ``eugo_jupyter/_hooks.py``, never the reverse.
+#: What hpc sits below: these build on it and plug into ``_hooks.py``, never the reverse.
 ABOVE_HPC = ("gpu", "server", "magics", "widgets", "pandas")
 
 
