@@ -55,7 +55,8 @@ from ._options import (
 )
 from ._output import cell_writer
 from ._progress import in_notebook
-from ._session import connection, ensure, on_disconnect, probe, use_token_auth
+from ._session import connection, ensure, on_disconnect, use_token_auth
+from ._target import probe
 
 __all__ = [
     "RAY_TASK_OPTIONS",

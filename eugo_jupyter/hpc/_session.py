@@ -1,8 +1,6 @@
-"""Which cluster this process talks to: address resolution, the embedded default, shutdown.
-
-Order (first match wins): an explicit ``init(address=...)``, ``$EUGO_CLUSTER_ADDRESS``,
-``$RAY_ADDRESS``, the cluster marked active in the EugoHPC Manager (its record on disk), else
-an embedded local Ray started on first use and kept for the life of the process.
+"""The session: connecting this process to the cluster :mod:`._target` chose (or starting the
+embedded local Ray, kept for the life of the process), following Ray started again by the
+program, and letting go (:func:`shutdown`, :func:`forget`) with listeners told of each change.
 """
 
 from __future__ import annotations
@@ -16,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _raystate
-from .._rayaddress import gcs_wants_token, mismatch_sentence, reachable, speaks_gcs
+from .._rayaddress import mismatch_sentence
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
-from . import _output
+from . import _output, _target
 
 __all__ = [
     "Connection",
@@ -30,8 +28,6 @@ __all__ = [
     "init",
     "on_connect",
     "on_disconnect",
-    "probe",
-    "resolve_address",
     "shutdown",
 ]
 
@@ -79,65 +75,6 @@ def on_disconnect(listener: Callable[[str], None]) -> Callable[[str], None]:
     return listener
 
 
-def resolve_address(address: str | None = None) -> tuple[str | None, str]:
-    """The address to connect to and where it came from; ``(None, "embedded")`` for the default.
-
-    >>> resolve_address("10.0.0.5:6379")
-    ('10.0.0.5:6379', 'explicit')
-    """
-    if address:
-        return address, "explicit"
-    for variable in ("EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS"):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value, variable
-    from ..records import active_record
-
-    active = active_record()
-    if active:
-        return str(active["address"]), f"active cluster {active.get('name') or active['id']!r}"
-    return None, "embedded"
-
-
-def _is_gcs_address(address: str) -> bool:
-    """A ``host:port`` of a GCS, which can be asked before connecting (a ``ray://`` client
-    server, "auto" or "local": only ray.init can tell)."""
-    return not address.startswith("ray://") and address not in ("auto", "local")
-
-
-def _reachable(address: str, timeout: float = 3.0) -> bool:
-    return not _is_gcs_address(address) or reachable(address, timeout)
-
-
-def probe(address: str, timeout: float = 5.0) -> str | None:
-    """Why this process could not switch to the cluster at ``address``, or None if it could.
-
-    Asks without touching the current connection (a TCP connect, then, for a GCS address, a
-    read of the cluster's state), so a caller can try a new cluster first and switch only on
-    success.
-
-    >>> probe("127.0.0.1:1")                 # doctest: +SKIP
-    'No Ray cluster answers at 127.0.0.1:1.'
-    """
-    if not _reachable(address, timeout=min(timeout, 3.0)):
-        return f"No Ray cluster answers at {address}."
-    if not _is_gcs_address(address):
-        return None  # a Ray client server: only ray.init can tell
-    if not speaks_gcs(address, timeout):  # Ray's own client takes 40 s to say so
-        return (
-            f"Something answers at {address}, but not as a Ray cluster's GCS (no answer to a "
-            f"GCS request within {timeout:g} s)."
-        )
-    from .._raystate import snapshot
-
-    use_token_auth()
-    try:
-        snapshot(address, timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - whatever the reason, it is not usable now
-        return f"Something answers at {address}, but not as a Ray cluster's GCS ({exc})."
-    return None
-
-
 def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     """Connect this process to a cluster (or start the embedded one) and return the connection.
 
@@ -159,7 +96,7 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
                 "Call eugo.hpc.shutdown() first, then eugo.hpc.init(address=...)."
             )
         return current
-    target, source, wants = _choose_target(address)
+    target, source, wants = _target.choose(address)
     context = _start(target, wants, ray_kwargs)
     secure_token_file()  # an embedded Ray may have just written a new token
     dashboard = context.dashboard_url or None
@@ -169,38 +106,6 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     info = context.address_info  # type: ignore[attr-defined]
     address = info.get("gcs_address") or info["address"]
     return _connected(Connection(address, source, target is None, dashboard))
-
-
-def _choose_target(address: str | None) -> tuple[str | None, str, bool | None]:
-    """The cluster to connect to (None: the embedded Ray), where that came from, and whether its
-    GCS wants a token (asked once, None when not asked); an active cluster that does not answer
-    falls back to the embedded Ray with a warning, any other target that does not raises."""
-    target, source = resolve_address(address)
-    if target is None:
-        _say_active_gone()
-    message, wants = None, None
-    if target and not _reachable(target):
-        message = f"No Ray cluster answers at {target} (from {source})."
-    elif target and _is_gcs_address(target):
-        wants = gcs_wants_token(target)  # Ray's own client takes 40 s to fail on a non-GCS
-        if wants is None:
-            message = (
-                f"Something answers at {target} (from {source}), but not as a Ray cluster's GCS."
-            )
-    if not (target and message):
-        return target, source, wants
-    if source.startswith("active cluster"):
-        warnings.warn(
-            f"{message} Using an embedded local Ray instead; make another cluster active "
-            "in the EugoHPC Manager, or relaunch this one.",
-            EugoWarning,
-            stacklevel=3,
-        )
-        return None, "embedded", None
-    raise ClusterError(
-        f"{message} Check the address (host:port of the head's GCS, as printed by "
-        "`ray start --head`), or unset it to use the embedded local Ray."
-    )
 
 
 def _start(target: str | None, wants: bool | None, ray_kwargs: dict[str, Any]) -> Any:
@@ -299,32 +204,6 @@ def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
         f"The embedded local Ray did not start, twice: {failures[-1]} This machine is busy "
         f"(load {load:.1f} on {cpus} CPUs). Stop other work here and call eugo.hpc.init() "
         "again, or connect to a cluster with eugo.hpc.init(address=...)."
-    )
-
-
-_told_gone: set[str] = set()  # the gone active clusters this process has spoken of
-
-
-def _say_active_gone() -> None:
-    """Falling back to the embedded Ray: if the active cluster ended by itself, say so once.
-
-    The Manager keeps the active marker of a cluster that was killed outside it (or reached a
-    limit) with the reason, so that a kernel started afterwards does not run on its embedded
-    Ray without a word.
-    """
-    from ..records import gone_active
-
-    gone = gone_active()
-    if gone is None or str(gone.get("id")) in _told_gone:
-        return
-    _told_gone.add(str(gone.get("id")))
-    name = gone.get("name") or gone.get("id")
-    warnings.warn(
-        f"The active cluster {name!r} ({gone.get('address')}) is gone: {gone['gone']} This "
-        "kernel uses an embedded local Ray instead. Make another cluster active in the EugoHPC "
-        "Manager (or relaunch this one) and restart the kernel to use it.",
-        EugoWarning,
-        stacklevel=3,
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError
-from eugo_jupyter.hpc._session import resolve_address
+from eugo_jupyter.hpc._target import resolve_address
 
 PROBE = """
 import json, warnings
