@@ -7,9 +7,9 @@
 >>> eugo.hpc.get(double(21))       # doctest: +SKIP
 42
 
-This module only registers: the distributed API lives in ``eugo_jupyter.hpc``; the Jupyter
-parts (server extension, magics, widgets) load lazily, so a Ray worker importing this package
-never pulls in a web server or IPython.
+This module only registers: the distributed API lives in ``eugo_jupyter.hpc``, which, like the
+Jupyter parts (server extension, magics, widgets), loads on first use: a Ray worker importing
+this package never pulls in a web server or IPython, and the Jupyter server never loads hpc.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from . import hpc
+from . import _hooks
 from .exceptions import EugoError
-from .hpc._internal import hooks as _hooks
 from .pandas import _hook
 
 # The .eugo pandas accessors: registered now if pandas is loaded, else when it is imported;
@@ -90,7 +89,7 @@ def __getattr__(name: str) -> Any:
     # Lazy: heavy or Jupyter-only parts load on first access.
     import importlib
 
-    if name in {"exceptions", "gpu", "magics", "records", "widgets"}:
+    if name in {"exceptions", "gpu", "hpc", "magics", "records", "widgets"}:
         return importlib.import_module(f".{name}", __name__)
     if name == "check":
         return importlib.import_module(".gpu", __name__).check

@@ -1,7 +1,7 @@
 """The record of one audited GPU call: the shape that the GPU audit writes and hpc's reports read.
 
 A leaf (it imports nothing of the package), so ``hpc`` can type what ``gpu`` measures without
-importing ``gpu``: the measuring itself is plugged in through ``hpc/_hooks.py``.
+importing ``gpu``: the measuring itself is plugged in through ``_hooks.py``.
 
 >>> RECORD_KEYS[:3]
 ('function', 'task_id', 'node_id')

@@ -1,4 +1,5 @@
-"""Byte sizes: parsing what users type ("4GB", "512MiB") and the one way sizes are shown.
+"""Byte sizes and durations: parsing what users type ("4GB", "512MiB") and the one way sizes
+and durations are shown.
 
 Parsing follows the usual convention: KB/MB/GB/TB are powers of 1000, KiB/MiB/GiB/TiB powers
 of 1024. Sizes are always shown in powers of 1024 with one decimal (dropped when it is zero),
@@ -19,7 +20,7 @@ from typing import Any
 
 from .exceptions import OptionsError
 
-__all__ = ["format_bytes", "parse_memory"]
+__all__ = ["format_bytes", "format_seconds", "parse_memory"]
 
 _UNITS = {
     "": 1,
@@ -85,3 +86,16 @@ def format_bytes(size: float) -> str:
             text = f"{size / scale:.1f}"
             return f"{text.removesuffix('.0')} {unit}"
     return f"{size:.0f} B"
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for people: µs, ms or s.
+
+    >>> format_seconds(4e-5), format_seconds(0.25), format_seconds(12.5)
+    ('40 µs', '250.0 ms', '12.50 s')
+    """
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"

@@ -13,7 +13,8 @@ Layout, under Jupyter's runtime directory (``jupyter --runtime-dir``, which hono
 
 A record is a JSON object with at least::
 
-    {"version": 1, "id": "c-3f9a2b", "name": "dev", "kind": "local" | "connect",
+    {"version": 1, "id": "c-3f9a2b", "name": "dev", "kind": "local" (a backend's kind:
+     "connect", "ssh", "slurm", "gridengine", "allocation" or "kubernetes"),
      "address": "10.0.0.5:6379", "dashboard_url": "http://127.0.0.1:8265" | null,
      "created": "2026-11-29T16:20:00+00:00", "lifetime": "server" | "persistent",
      "server_pid": 1234, "pids": [...]}

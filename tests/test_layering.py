@@ -69,7 +69,7 @@ GRAPH = {name: _imports(name, path) & MODULES.keys() for name, path in MODULES.i
 def test_the_scan_sees_the_package() -> None:
     # A guard for the guard: the scan reads real edges, so the checks below can fail.
     assert "eugo_jupyter.hpc._internal" in GRAPH["eugo_jupyter.gpu.check"]
-    assert "eugo_jupyter.hpc._hooks" in GRAPH["eugo_jupyter.hpc._distribute"]
+    assert "eugo_jupyter._hooks" in GRAPH["eugo_jupyter.hpc._distribute"]
     assert len(MODULES) > 40
 
 
@@ -84,7 +84,7 @@ def test_the_scan_reads_import_module_strings(tmp_path: Path) -> None:
     assert "eugo_jupyter.gpu.audit" in _imports("eugo_jupyter.hpc.m", source)
 
 
-#: What hpc sits below: these build on it and plug into ``hpc/_hooks.py``, never the reverse.
+#: What hpc sits below: these build on it and plug into ``_hooks.py``, never the reverse.
 ABOVE_HPC = ("gpu", "server", "magics", "widgets", "pandas")
 
 
@@ -97,7 +97,7 @@ def test_hpc_imports_nothing_that_builds_on_it() -> None:
         if target.split(".")[1:2] and target.split(".")[1] in ABOVE_HPC
     )
     assert offenders == [], (
-        "hpc must not import the parts above it; register a hook in hpc/_hooks.py:\n"
+        "hpc must not import the parts above it; register a hook in eugo_jupyter/_hooks.py:\n"
         + "\n".join(offenders)
     )
 

@@ -24,7 +24,14 @@ __all__ = [
     "resolve_gpu_memory",
 ]
 
-_cache: dict[tuple[int, tuple[str, ...]], list[dict[str, Any]]] = {}
+# The GPUs NVML saw per set of GPU nodes; emptied when the kernel disconnects (see _forget).
+_cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+
+def _forget(reason: str) -> None:
+    _cache.clear()
+
+
 _PRECISION = 10_000  # Ray counts resources in steps of 1/10000
 
 
@@ -97,14 +104,14 @@ def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[
 
     from ..hpc import _internal
 
+    _internal.on_disconnect(_forget)
     _internal.ensure()
     snap = _internal.current_snapshot(max_age=0)
     nodes = tuple(
         n.node_id for n in (snap.alive_nodes if snap else []) if n.total.get("GPU", 0) > 0
     )
-    key = (_internal.session_generation(), nodes)
-    if not refresh and key in _cache:
-        return _cache[key]
+    if not refresh and nodes in _cache:
+        return _cache[nodes]
     refs = {node: _nvml_on_node(node) for node in nodes}
     if refs:
         ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
@@ -121,7 +128,7 @@ def cluster_gpu_memory(refresh: bool = False, timeout: float = 30) -> list[dict[
             {"node_id": node, "name": d["name"], "memory_total": d["memory_total"]}
             for d in view["devices"]
         )
-    _cache[key] = found
+    _cache[nodes] = found
     return found
 
 

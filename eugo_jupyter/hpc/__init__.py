@@ -8,11 +8,11 @@
 [0, 1, 4, 9]
 """
 
+from .._feasibility import Waiting, WaitingList
 from ._actors import ActorProxy, get_actor, kill
 from ._cluster import ClusterInfo, cluster, waiting
 from ._debug import debug
 from ._distribute import BoundCall, DistributedClass, DistributedFunction, distribute
-from ._feasibility import Waiting, WaitingList
 from ._futures import as_completed, cancel, get, put, wait
 from ._imap import imap, map
 from ._journal import Journal, journal

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _raystate
-from . import _freshness, _hooks, _output, _session
+from .. import _hooks, _raystate
+from . import _freshness, _output, _session
 
 __all__ = ["ActorMethod", "ActorProxy", "get_actor", "kill"]
 

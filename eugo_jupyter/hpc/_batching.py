@@ -43,8 +43,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from .. import _hooks
 from ..exceptions import ClusterError
-from . import _distribute, _hooks, _output, _session, _submissions, _watch
+from . import _distribute, _output, _session, _submissions, _watch
 from ._failure import Failure
 from ._options import request_of
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar

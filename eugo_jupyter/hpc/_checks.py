@@ -13,10 +13,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._feasibility import fix_for, infeasible_reason
 from .._raystate import Snapshot, snapshot
 from ..exceptions import InfeasibleRequestWarning, SerializationError
 from . import _session
-from ._feasibility import fix_for, infeasible_reason
 from ._serialized import pickle_problem
 from ._submissions import RequestKey
 
@@ -25,9 +25,16 @@ __all__ = ["current_snapshot", "explain_unpicklable", "infeasible_message", "war
 _MAX_AGE = 1.0
 _snap: Snapshot | None = None
 _snap_at = 0.0
-_snap_generation = -1
 _verdicts: dict[RequestKey, str] = {}
 _unavailable_until = 0.0
+
+
+@_session.on_disconnect
+def _forget_cluster(reason: str) -> None:
+    """The cluster read is another one's after a disconnect: read the next one afresh."""
+    global _snap, _snap_at, _unavailable_until
+    _snap, _snap_at, _unavailable_until = None, 0.0, 0.0
+    _verdicts.clear()
 
 
 def current_snapshot(max_age: float = _MAX_AGE, asked: bool = False) -> Snapshot | None:
@@ -37,19 +44,18 @@ def current_snapshot(max_age: float = _MAX_AGE, asked: bool = False) -> Snapshot
     failed read the checks of calls leave the cluster alone for 30 s; ``asked=True`` (the user
     asked to see the cluster) reads it anyway.
     """
-    global _snap, _snap_at, _snap_generation, _unavailable_until
+    global _snap, _snap_at, _unavailable_until
     now = time.monotonic()
-    fresh = _snap is not None and now - _snap_at < max_age
-    if fresh and _snap_generation == _session.generation:
+    if _snap is not None and now - _snap_at < max_age:
         return _snap
-    if not asked and now < _unavailable_until and _snap_generation == _session.generation:
+    if not asked and now < _unavailable_until:
         return None
     try:
         address = _session.connection().address
         _snap = snapshot(address)
     except Exception:  # noqa: BLE001 - a check must never break a call
         _snap, _unavailable_until = None, now + 30
-    _snap_at, _snap_generation = now, _session.generation
+    _snap_at = now
     _verdicts.clear()
     return _snap
 

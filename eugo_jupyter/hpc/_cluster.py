@@ -5,10 +5,10 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from .._feasibility import WaitingList, waiting_from
 from .._raystate import NodeFacts
 from .._units import format_bytes
 from . import _checks, _session, _submissions
-from ._feasibility import WaitingList, waiting_from
 
 __all__ = ["ClusterInfo", "cluster", "waiting"]
 

@@ -13,8 +13,9 @@ import pickle
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
+from .. import _hooks
 from ..exceptions import OptionsError
-from . import _actors, _checks, _freshness, _hooks, _output, _session, _static, _submissions
+from . import _actors, _checks, _freshness, _output, _session, _static, _submissions
 from ._actors import ActorProxy
 from ._options import check_optimize_request, request_of, resolve_options, split_optimize
 

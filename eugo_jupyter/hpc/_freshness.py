@@ -207,8 +207,8 @@ class ActorGlobals:
             return
         import warnings
 
+        from .. import _hooks
         from ..exceptions import StaleGlobalWarning
-        from . import _hooks
 
         for name, then, now in self.reads.changed():
             note = getattr(_hooks.recorder, "note_stale_global", None)

@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from .. import _hooks
+from .._feasibility import describe_request
 from ..exceptions import GetTimeoutError
-from . import _checks, _data_location, _hooks, _output, _session, _submissions, _watch
-from ._feasibility import describe_request
+from . import _checks, _data_location, _output, _session, _submissions, _watch
 from ._progress import PROGRESS_AFTER, in_notebook, make_bar
 
 __all__ = ["as_completed", "cancel", "get", "put", "wait"]

@@ -5,7 +5,8 @@
 is here is internal: it may change between releases; users import ``eugo_jupyter.hpc``.
 
 - the session: :func:`ensure`, :func:`connection`, :func:`probe` (try a cluster without
-  switching), :func:`session_generation`, :func:`use_token_auth`;
+  switching), :func:`session_generation`, :func:`on_disconnect` (where a per-cluster cache resets),
+  :func:`use_token_auth`;
 - options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
   :func:`request_of`, :func:`format_options`;
 - the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
@@ -30,12 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
-from . import _hooks as hooks
-from . import _session, cells
-from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
-from ._checks import current_snapshot, explain_unpicklable, infeasible_message
-from ._feasibility import (
+from .. import _hooks as hooks
+from .._feasibility import (
     describe_request,
     fix_for,
     infeasible_reason,
@@ -43,6 +40,10 @@ from ._feasibility import (
     needs_sentence,
     waiting_from,
 )
+from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
+from . import _session, cells
+from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
+from ._checks import current_snapshot, explain_unpicklable, infeasible_message
 from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
@@ -54,7 +55,8 @@ from ._options import (
 )
 from ._output import cell_writer
 from ._progress import in_notebook
-from ._session import connection, ensure, probe, use_token_auth
+from ._session import connection, ensure, on_disconnect, use_token_auth
+from ._target import probe
 
 __all__ = [
     "RAY_TASK_OPTIONS",
@@ -83,6 +85,7 @@ __all__ = [
     "infeasible_reason",
     "missing_everywhere",
     "needs_sentence",
+    "on_disconnect",
     "probe",
     "published_dashboard",
     "request_of",
@@ -99,7 +102,8 @@ __all__ = [
 
 
 def session_generation() -> int:
-    """A number that changes on every connect and disconnect: a key for per-cluster caches."""
+    """A number that changes on every connect and disconnect: the identity of what lives on one
+    cluster (an audit's collector); a cache registers :func:`on_disconnect` instead."""
     return _session.generation
 
 

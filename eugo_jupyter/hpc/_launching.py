@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _hooks
 from ..exceptions import OptionsError
-from . import _hooks
 
 __all__ = ["clusters", "launch"]
 

@@ -15,9 +15,9 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _hooks
 from .._units import parse_memory
 from ..exceptions import OptionsError
-from . import _hooks
 
 __all__ = [
     "OPTIMIZE_VALUES",

@@ -24,8 +24,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .. import _hooks
 from ..exceptions import JournalWarning, MapItemError
-from . import _hooks
 from ._journal import Writer, identity_of, item_key, resolve
 from ._results import Failed
 

@@ -1,8 +1,6 @@
-"""Which cluster this process talks to: address resolution, the embedded default, shutdown.
-
-Order (first match wins): an explicit ``init(address=...)``, ``$EUGO_CLUSTER_ADDRESS``,
-``$RAY_ADDRESS``, the cluster marked active in the EugoHPC Manager (its record on disk), else
-an embedded local Ray started on first use and kept for the life of the process.
+"""The session: connecting this process to the cluster :mod:`._target` chose (or starting the
+embedded local Ray, kept for the life of the process), following Ray started again by the
+program, and letting go (:func:`shutdown`, :func:`forget`) with listeners told of each change.
 """
 
 from __future__ import annotations
@@ -11,22 +9,25 @@ import atexit
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _raystate
-from .._rayaddress import gcs_wants_token, mismatch_sentence, reachable, speaks_gcs
+from .. import _hooks, _raystate
+from .._rayaddress import mismatch_sentence
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
-from . import _hooks, _output
+from . import _output, _target
 
 __all__ = [
     "Connection",
     "connection",
     "ensure",
+    "forget",
+    "held",
     "init",
-    "probe",
-    "resolve_address",
+    "on_connect",
+    "on_disconnect",
     "shutdown",
 ]
 
@@ -47,67 +48,31 @@ _connection: Connection | None = None
 # The Ray session _connection describes: Ray started again by the program itself
 # (ray.shutdown(), then ray.init(...)) is another one, which eugo follows (see ensure).
 _ray_session: str | None = None
-# Bumped on every init/shutdown so caches keyed on the cluster (feasibility) know to reset.
+# Bumped on every connect and disconnect: an identity for what lives on one cluster (a hub).
 generation = 0
+# Called after every connect (with the new Connection) and after every disconnect (with why):
+# caches of the cluster's state register here instead of comparing generations.
+_connect_listeners: list[Callable[[Connection], None]] = []
+_disconnect_listeners: list[Callable[[str], None]] = []
 
 
-def resolve_address(address: str | None = None) -> tuple[str | None, str]:
-    """The address to connect to and where it came from; ``(None, "embedded")`` for the default.
+def on_connect(listener: Callable[[Connection], None]) -> Callable[[Connection], None]:
+    """Call ``listener(connection)`` after each connect (usable as a decorator)."""
+    if listener not in _connect_listeners:
+        _connect_listeners.append(listener)
+    return listener
 
-    >>> resolve_address("10.0.0.5:6379")
-    ('10.0.0.5:6379', 'explicit')
+
+def on_disconnect(listener: Callable[[str], None]) -> Callable[[str], None]:
+    """Call ``listener(reason)`` after each disconnect: shutdown, a cluster found gone, or Ray
+    started again by the program itself (usable as a decorator).
+
+    >>> @on_disconnect
+    ... def _reset(reason: str) -> None: ...
     """
-    if address:
-        return address, "explicit"
-    for variable in ("EUGO_CLUSTER_ADDRESS", "RAY_ADDRESS"):
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value, variable
-    from ..records import active_record
-
-    active = active_record()
-    if active:
-        return str(active["address"]), f"active cluster {active.get('name') or active['id']!r}"
-    return None, "embedded"
-
-
-def _is_gcs_address(address: str) -> bool:
-    """A ``host:port`` of a GCS, which can be asked before connecting (a ``ray://`` client
-    server, "auto" or "local": only ray.init can tell)."""
-    return not address.startswith("ray://") and address not in ("auto", "local")
-
-
-def _reachable(address: str, timeout: float = 3.0) -> bool:
-    return not _is_gcs_address(address) or reachable(address, timeout)
-
-
-def probe(address: str, timeout: float = 5.0) -> str | None:
-    """Why this process could not switch to the cluster at ``address``, or None if it could.
-
-    Asks without touching the current connection (a TCP connect, then, for a GCS address, a
-    read of the cluster's state), so a caller can try a new cluster first and switch only on
-    success.
-
-    >>> probe("127.0.0.1:1")                 # doctest: +SKIP
-    'No Ray cluster answers at 127.0.0.1:1.'
-    """
-    if not _reachable(address, timeout=min(timeout, 3.0)):
-        return f"No Ray cluster answers at {address}."
-    if not _is_gcs_address(address):
-        return None  # a Ray client server: only ray.init can tell
-    if not speaks_gcs(address, timeout):  # Ray's own client takes 40 s to say so
-        return (
-            f"Something answers at {address}, but not as a Ray cluster's GCS (no answer to a "
-            f"GCS request within {timeout:g} s)."
-        )
-    from .._raystate import snapshot
-
-    use_token_auth()
-    try:
-        snapshot(address, timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - whatever the reason, it is not usable now
-        return f"Something answers at {address}, but not as a Ray cluster's GCS ({exc})."
-    return None
+    if listener not in _disconnect_listeners:
+        _disconnect_listeners.append(listener)
+    return listener
 
 
 def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
@@ -121,7 +86,6 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
     >>> eugo.hpc.init(num_cpus=2)            # doctest: +SKIP
     Connection(address='127.0.0.1:...', source='embedded', embedded=True, ...)
     """
-    global _connection, generation, _ray_session
     import ray
 
     if ray.is_initialized():
@@ -132,33 +96,21 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
                 "Call eugo.hpc.shutdown() first, then eugo.hpc.init(address=...)."
             )
         return current
+    target, source, wants = _target.choose(address)
+    context = _start(target, wants, ray_kwargs)
+    secure_token_file()  # an embedded Ray may have just written a new token
+    dashboard = context.dashboard_url or None
+    if dashboard and "://" not in dashboard:
+        dashboard = f"http://{dashboard}"
+    # ray.init returns a RayContext; its annotation says BaseContext, which has no address_info.
+    info = context.address_info  # type: ignore[attr-defined]
+    address = info.get("gcs_address") or info["address"]
+    return _connected(Connection(address, source, target is None, dashboard))
 
-    target, source = resolve_address(address)
-    if target is None:
-        _say_active_gone()
-    message, wants = None, None  # wants: whether the GCS at target wants a token (asked once)
-    if target and not _reachable(target):
-        message = f"No Ray cluster answers at {target} (from {source})."
-    elif target and _is_gcs_address(target):
-        wants = gcs_wants_token(target)  # Ray's own client takes 40 s to fail on a non-GCS
-        if wants is None:
-            message = (
-                f"Something answers at {target} (from {source}), but not as a Ray cluster's GCS."
-            )
-    if target and message:
-        if source.startswith("active cluster"):
-            warnings.warn(
-                f"{message} Using an embedded local Ray instead; make another cluster active "
-                "in the EugoHPC Manager, or relaunch this one.",
-                EugoWarning,
-                stacklevel=2,
-            )
-            target, source = None, "embedded"
-        else:
-            raise ClusterError(
-                f"{message} Check the address (host:port of the head's GCS, as printed by "
-                "`ray start --head`), or unset it to use the embedded local Ray."
-            )
+
+def _start(target: str | None, wants: bool | None, ray_kwargs: dict[str, Any]) -> Any:
+    """``ray.init`` on the chosen target (None: a fresh embedded Ray); returns Ray's context."""
+    import ray
 
     ray_kwargs.setdefault("logging_level", logging.WARNING)
     _output.quiet_startup()  # in a notebook: no token-authentication notice in the first cell
@@ -176,34 +128,42 @@ def init(address: str | None = None, **ray_kwargs: Any) -> Connection:
             config = dict(ray_kwargs.get("_system_config") or {})
             config.setdefault("worker_niceness", 0)
             ray_kwargs["_system_config"] = config
-        context = _start_embedded(ray_kwargs)
-    else:
-        _keep_process_alive()  # before Ray reads its config (use_token_auth does)
-        _notice_lost_machines()
-        use_token_auth()
-        mismatch = None if wants is None else mismatch_sentence(target, wants)
-        if mismatch:
-            raise ClusterError(mismatch)
-        context = ray.init(address=target, **ray_kwargs)
+        return _start_embedded(ray_kwargs)
+    _keep_process_alive()  # before Ray reads its config (use_token_auth does)
+    _notice_lost_machines()
+    use_token_auth()
+    mismatch = None if wants is None else mismatch_sentence(target, wants)
+    if mismatch:
+        raise ClusterError(mismatch)
+    return ray.init(address=target, **ray_kwargs)
 
-    secure_token_file()  # an embedded Ray may have just written a new token
-    dashboard = context.dashboard_url or None
-    # ray.init returns a RayContext; its annotation says BaseContext, which has no address_info.
-    info = context.address_info  # type: ignore[attr-defined]
-    _connection = Connection(
-        address=info.get("gcs_address") or info["address"],
-        source=source,
-        embedded=target is None,
-        dashboard_url=f"http://{dashboard}" if dashboard and "://" not in dashboard else dashboard,
-    )
+
+def _connected(connection: Connection, announce: bool = True) -> Connection:
+    """Remember ``connection`` as this process's, and tell the output hub and the listeners
+    (``announce=False``: a Ray found initialised, as in a Ray worker, which starts no hub)."""
+    global _connection, generation, _ray_session
+    _connection = connection
     _ray_session = _raystate.session_name()
     generation += 1
-    _output.connected()
-    if _hooks.optimize_default:  # the notebook optimizes every call: workers start numba now
-        from .optimize import _prewarm
+    if announce:
+        _output.connected()
+        for listener in list(_connect_listeners):
+            listener(connection)
+        if _hooks.optimize_default:  # the notebook optimizes every call: workers start numba now
+            from .optimize import _prewarm
 
-        _prewarm.fire()
-    return _connection
+            _prewarm.fire()
+    return connection
+
+
+def _disconnected(reason: str) -> None:
+    """Our side of a connection that ended (Ray's side already handled by the caller)."""
+    global _connection, generation, _ray_session
+    held, _connection, _ray_session = _connection, None, None
+    generation += 1
+    if held is not None:
+        for listener in list(_disconnect_listeners):
+            listener(reason)
 
 
 def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
@@ -248,32 +208,6 @@ def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
         f"The embedded local Ray did not start, twice: {failures[-1]} This machine is busy "
         f"(load {load:.1f} on {cpus} CPUs). Stop other work here and call eugo.hpc.init() "
         "again, or connect to a cluster with eugo.hpc.init(address=...)."
-    )
-
-
-_told_gone: set[str] = set()  # the gone active clusters this process has spoken of
-
-
-def _say_active_gone() -> None:
-    """Falling back to the embedded Ray: if the active cluster ended by itself, say so once.
-
-    The Manager keeps the active marker of a cluster that was killed outside it (or reached a
-    limit) with the reason, so that a kernel started afterwards does not run on its embedded
-    Ray without a word.
-    """
-    from ..records import gone_active
-
-    gone = gone_active()
-    if gone is None or str(gone.get("id")) in _told_gone:
-        return
-    _told_gone.add(str(gone.get("id")))
-    name = gone.get("name") or gone.get("id")
-    warnings.warn(
-        f"The active cluster {name!r} ({gone.get('address')}) is gone: {gone['gone']} This "
-        "kernel uses an embedded local Ray instead. Make another cluster active in the EugoHPC "
-        "Manager (or relaunch this one) and restart the kernel to use it.",
-        EugoWarning,
-        stacklevel=3,
     )
 
 
@@ -332,35 +266,29 @@ def use_token_auth() -> None:
     enable_token_auth()
 
 
-def _adopt_existing() -> Connection:
+def _existing() -> Connection:
     """The user (or a Ray worker) initialised Ray without us: describe that connection."""
-    global _connection, _ray_session
     import ray
 
-    _connection = Connection(
+    return Connection(
         address=ray.get_runtime_context().gcs_address,
         source="existing",
         embedded=False,
         dashboard_url=None,
     )
-    _ray_session = _raystate.session_name()
-    return _connection
 
 
 def _current() -> Connection:
     """The connection Ray has now (Ray is initialised): ours, unless the program started Ray
     again itself (``ray.shutdown()``, then ``ray.init(runtime_env=...)``, as Ray's documentation
     changes a job's environment); then that new one, as under Ray."""
-    global generation
     if _connection is not None and _raystate.session_name() == _ray_session:
         return _connection
-    if _connection is not None:
-        _output.disconnect()  # the output hub lived on the Ray that is gone
-        generation += 1  # caches keyed on the cluster (feasibility) start again
-        _adopt_existing()
-        _output.connected()
-        return _connection  # type: ignore[return-value]
-    return _adopt_existing()
+    if _connection is None:
+        return _connected(_existing(), announce=False)
+    _output.disconnect()  # the output hub lived on the Ray that is gone
+    _disconnected("Ray was started again by the program")
+    return _connected(_existing())
 
 
 def ensure() -> None:
@@ -374,6 +302,11 @@ def ensure() -> None:
         _current()
 
 
+def held() -> Connection | None:
+    """The connection this process holds now, without connecting (None: not connected)."""
+    return _connection
+
+
 def connection() -> Connection:
     """The current connection, connecting first if needed."""
     ensure()
@@ -385,14 +318,24 @@ def shutdown() -> None:
 
     >>> eugo.hpc.shutdown()                  # doctest: +SKIP
     """
-    global _connection, generation, _ray_session
+    forget("shut down")
+    _remove_own_temp()
+
+
+def forget(reason: str) -> None:
+    """Let go of the cluster: the output hub, Ray's side, then ours (the disconnect listeners
+    hear ``reason``). :func:`shutdown` ends here, and so does a cluster found gone
+    (``_watch.release``), whose Ray side may fail to stop: the kernel lives on regardless.
+    """
     import ray
 
-    _output.disconnect()
-    ray.shutdown()
-    _connection = _ray_session = None
-    generation += 1
-    _remove_own_temp()
+    _output.disconnect()  # first: its pump must not start a new Ray on a dead one's address
+    try:
+        ray.shutdown()
+    except Exception:  # a cluster that is gone: only our side is torn down
+        if _connection is None or _connection.embedded:
+            raise
+    _disconnected(reason)
 
 
 def _at_exit() -> None:

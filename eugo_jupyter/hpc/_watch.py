@@ -50,7 +50,7 @@ def watched_address() -> str | None:
     (not connected, the embedded Ray, or a ``ray://`` client connection)."""
     from . import _session
 
-    conn = _session._connection
+    conn = _session.held()
     if conn is None or conn.embedded or conn.address.startswith("ray://"):
         return None
     return conn.address
@@ -92,23 +92,16 @@ def _shut_down_in_manager(address: str, source: str) -> bool:
 
 def release(address: str, reason: str) -> ClusterError:
     """Disconnect from the dead cluster; returns the error to raise (the kernel lives on)."""
-    import ray
-
-    from . import _output, _session
+    from . import _session
 
     when = datetime.now(timezone.utc).strftime("%H:%M:%S UTC")
-    source = _session._connection.source if _session._connection else ""
+    held = _session.held()
+    source = held.source if held else ""
     if _shut_down_in_manager(address, source):
         reason = f"it was shut down (noticed at {when}; the EugoHPC Manager no longer lists it)"
     else:
         reason = f"{reason} (noticed at {when})"
-    _output.disconnect()  # first: its pump must not start a new Ray on the dead one's address
-    try:
-        ray.shutdown()
-    except Exception:  # noqa: BLE001 - the cluster is gone; only our side is torn down
-        pass
-    _session._connection = None
-    _session.generation += 1
+    _session.forget(f"the cluster at {address} is gone: {reason}")
     return ClusterError(
         f"The cluster at {address} is gone: {reason}. Results not yet fetched from it are lost. "
         "This kernel is still running: the next eugo.hpc call connects again (to the cluster "

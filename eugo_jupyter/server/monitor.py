@@ -1,8 +1,8 @@
 """What the panel shows about a cluster, read in the server: nodes, GPUs, task counts, waiting.
 
 Blocking functions (the manager runs them in a thread and caches the result). Nodes and pending
-demands come from the GCS through :func:`eugo_jupyter.hpc._internal.snapshot`, the verdicts from
-:func:`eugo_jupyter.hpc._internal.waiting_from`, task counts from the GCS's task-event query
+demands come from the GCS through :func:`eugo_jupyter._raystate.snapshot`, the verdicts from
+:func:`eugo_jupyter._feasibility.waiting_from`, task counts from the GCS's task-event query
 (:func:`eugo_jupyter._raystate.task_states`: it counts finished tasks without sending them),
 GPUs through NVML for nodes on this machine.
 
@@ -22,14 +22,16 @@ import functools
 from typing import Any
 
 from .. import _nvml
+from .._feasibility import waiting_from
 from .._rayaddress import reachable
-from .._raystate import drivers, held_by_actors, task_states
-from ..hpc._internal import (
+from .._raystate import (
     dashboard_auth_headers,
+    drivers,
+    enable_token_auth,
+    held_by_actors,
     published_dashboard,
     snapshot,
-    use_token_auth,
-    waiting_from,
+    task_states,
 )
 
 __all__ = ["auth_headers", "dashboard_of", "empty", "local_ips", "reachable", "read"]
@@ -52,7 +54,7 @@ def empty() -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def _use_token_auth() -> None:
     """Send the token this account's clusters use on our GCS and state API calls."""
-    use_token_auth()
+    enable_token_auth()
 
 
 def auth_headers() -> dict[str, str]:

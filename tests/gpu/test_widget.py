@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import eugo_jupyter as eugo
 from eugo_jupyter.widgets import GPUCheck
 from eugo_jupyter.widgets.gpu_check import ALL_GPU_NODES
-
-
-def _until(condition, deadline: float = 240.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + deadline
-    while not condition():
-        assert time.monotonic() < end, "condition not reached"
-        time.sleep(0.1)
+from tests.fixtures.waiting import until
 
 
 def test_traits_and_node_menu(gpu_cluster: object) -> None:
@@ -32,7 +24,7 @@ def test_verify_fills_one_failing_row_per_gpu_node(gpu_cluster: object) -> None:
     w = GPUCheck(num_gpus=0.5)
     w._button.click()
     assert w.running and w._button.disabled and w._button.description == "Verifying..."
-    _until(lambda: not w.running)
+    until(lambda: not w.running, "the check to finish", every_s=0.1)
     assert not w._button.disabled and w.error == ""
     assert len(w.results) == 1
     row = w.results[0]
@@ -57,7 +49,7 @@ def test_a_second_click_while_running_starts_nothing(gpu_cluster: object) -> Non
 def test_errors_show_in_the_widget(gpu_cluster: object) -> None:
     w = GPUCheck(num_gpus=1.5)
     w._button.click()
-    _until(lambda: not w.running)
+    until(lambda: not w.running, "the check to finish", every_s=0.1)
     assert "num_gpus=1.5 is not allowed" in w.error
     assert "Error:" in w._status.value and "num_gpus=1.5 is not allowed" in w._status.value
     assert w.results == [] and not w._button.disabled

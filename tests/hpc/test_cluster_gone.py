@@ -25,6 +25,7 @@ import pytest
 from eugo_jupyter import records
 from eugo_jupyter._tempdirs import expected_dir
 from eugo_jupyter.server.backends import local, processes, ray_start
+from tests.fixtures.waiting import until
 
 DEADLINE = 300.0
 
@@ -129,13 +130,6 @@ def _line(kernel: subprocess.Popen[str], prefix: str) -> str:
     raise AssertionError(f"the kernel exited ({kernel.wait()}) before {prefix!r}:\n{tail}")
 
 
-def _wait_for(path: Path) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not path.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-
-
 def _finish(kernel: subprocess.Popen[str]) -> None:
     assert kernel.stdin is not None
     kernel.stdin.write("bye\n")
@@ -159,7 +153,7 @@ def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
     kernel = _kernel(cluster.gcs_address, marker, tmp_path, waits_in)
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
-        _wait_for(marker)
+        until(marker.exists, f"{marker} written", DEADLINE)
         for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
             with contextlib.suppress(ProcessLookupError):  # a worker may end meanwhile
                 os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
@@ -212,7 +206,7 @@ def test_the_kernels_node_announced_dead_before_the_head_goes_never_ends_the_ker
     kernel = _kernel(cluster.gcs_address, marker, tmp_path, "map")
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
-        _wait_for(marker)
+        until(marker.exists, f"{marker} written", DEADLINE)
         head = processes.descendants(set(processes.group_members(cluster.pgids[0])))
         for pid in head:
             if "dashboard/agent.py" in processes.cmdline(pid):
@@ -255,7 +249,7 @@ def test_cluster_shut_down_in_the_manager_says_so(
     kernel = _kernel("", marker, tmp_path, waits_in="wait")  # eugo.hpc.wait this time
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED active cluster 'team'"
-        _wait_for(marker)
+        until(marker.exists, f"{marker} written", DEADLINE)
         records.delete_record(cluster_id)
         assert processes.stop(cluster.pgids, cluster.temp_dir) == []
         error = _line(kernel, "ERROR")

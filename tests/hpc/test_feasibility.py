@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from eugo_jupyter._feasibility import describe_request, fix_for, infeasible_reason, waiting_from
 from eugo_jupyter._raystate import NodeFacts, Snapshot
-from eugo_jupyter.hpc._feasibility import describe_request, fix_for, infeasible_reason, waiting_from
 
 
 def node(cpus: float, gpus: float = 0, alive: bool = True, **extra: float) -> NodeFacts:

@@ -15,6 +15,7 @@ import pytest
 
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import GetTimeoutError, InfeasibleRequestWarning
+from tests.fixtures.waiting import until
 
 
 @eugo.hpc.distribute(num_cpus=0)
@@ -58,27 +59,17 @@ def cpu_work(x: int) -> int:
     return x + 1
 
 
-def _poll(condition: Any, what: str, deadline: float = 120.0) -> Any:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 def test_four_quarter_gpu_tasks_share_one_gpu_while_a_fifth_waits(gpu_cluster: Any) -> None:
     gate = Gate()
     futures = [infer.options(num_gpus=0.25)(gate, f"t{i}") for i in range(5)]
-    arrived = _poll(lambda: (w := eugo.hpc.get(gate.who())) and len(w) >= 4 and w, "four tasks")
+    arrived = until(lambda: (w := eugo.hpc.get(gate.who())) and len(w) >= 4 and w, "four tasks")
     assert len(arrived) == 4  # the fifth is held back: one GPU, four quarters
 
     # CPU-only work is not queued behind the GPU: it runs on the head while the GPU is full.
     assert eugo.hpc.get([cpu_work(i) for i in range(4)], timeout=120) == [1, 2, 3, 4]
 
     # The fifth waits because the GPU is busy, not because it can never run.
-    queued = _poll(
+    queued = until(
         lambda: [w for w in eugo.hpc.waiting() if w.request.get("GPU") == 0.25],
         "the fifth in waiting()",
     )
@@ -106,7 +97,7 @@ def test_infeasible_gpu_request_warns_at_the_call_site(gpu_cluster: Any) -> None
     assert message.startswith("cpu_work needs 2 GPUs and 1 CPU; the largest node has 1 GPU.")
     assert "Fix: ask for at most num_gpus=1, or add a larger GPU node." in message
 
-    listed = _poll(lambda: [w for w in eugo.hpc.waiting() if w.infeasible], "the infeasible demand")
+    listed = until(lambda: [w for w in eugo.hpc.waiting() if w.infeasible], "the infeasible demand")
     assert listed[0].request == {"CPU": 1.0, "GPU": 2.0} and listed[0].count == 1
     assert "the largest node has 1 GPU" in listed[0].reason
     assert "NEVER RUNS" in str(eugo.hpc.waiting())

@@ -246,7 +246,7 @@ def test_options_accept_optimize_and_refuse_the_rest() -> None:
         eugo.hpc.set_optimize("always")
     eugo.hpc.set_optimize(True)
     try:
-        from eugo_jupyter.hpc import _hooks
+        from eugo_jupyter import _hooks
 
         assert _hooks.optimize_default is True
     finally:

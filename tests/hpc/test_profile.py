@@ -13,7 +13,7 @@ import pytest
 from ray import cloudpickle
 
 import eugo_jupyter as eugo
-from eugo_jupyter.hpc import _hooks
+from eugo_jupyter import _hooks
 from eugo_jupyter.hpc._insights import analyze
 from tests.hpc.conftest import kinds_of, nap, noop
 

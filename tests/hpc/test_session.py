@@ -14,7 +14,7 @@ import pytest
 
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError
-from eugo_jupyter.hpc._session import resolve_address
+from eugo_jupyter.hpc._target import resolve_address
 
 PROBE = """
 import json, warnings
@@ -30,16 +30,22 @@ print(json.dumps({"address": info.address, "source": info.source, "embedded": in
 """
 
 
-def _probe(env: dict[str, str], runtime: Path) -> dict[str, Any]:
+def _fresh(code: str, runtime: Path, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """Run ``code`` in a new process with no cluster address set: its last line's JSON, and
+    what it wrote to stderr (the warnings)."""
     clean = {
         k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
     }
-    clean.update(env, JUPYTER_RUNTIME_DIR=str(runtime))
+    clean.update(env or {}, JUPYTER_RUNTIME_DIR=str(runtime))
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _probe(env: dict[str, str], runtime: Path) -> dict[str, Any]:
+    return _fresh(PROBE, runtime, env)[0]  # type: ignore[no-any-return]
 
 
 def test_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -123,13 +129,35 @@ def test_dead_active_cluster_falls_back_with_a_warning(
 ) -> None:
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
     records.set_active({"id": "gone", "name": "gone", "address": "127.0.0.1:1"})
-    clean = {
-        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
-    }
-    clean["JUPYTER_RUNTIME_DIR"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=clean, capture_output=True, text=True, timeout=300
+    result, warned = _fresh(PROBE, tmp_path)
+    assert "No Ray cluster answers at 127.0.0.1:1 (from active cluster 'gone')" in warned
+    assert result["embedded"]
+
+
+LISTENERS = """
+import json
+import eugo_jupyter as eugo
+from eugo_jupyter.hpc import _checks, _session, _watch
+heard = []
+_session.on_connect(lambda c: heard.append(["connect", c.source]))
+_session.on_disconnect(lambda reason: heard.append(["disconnect", reason]))
+address = eugo.hpc.init(num_cpus=1).address
+seen = _checks.current_snapshot() is not None
+error = _watch.release(address, "its head stopped accepting connections")
+eugo.hpc.shutdown()                 # nothing held any more: no one hears of it
+print(json.dumps({"heard": heard, "seen": seen, "cached": _checks._snap is not None,
+                  "error": str(error), "address": address}))
+"""
+
+
+def test_listeners_hear_the_connect_and_the_cluster_gone(tmp_path: Path) -> None:
+    """What a per-cluster cache hears: the connect, then the cluster let go of when found gone
+    (the one disconnect; its cluster read is dropped with it)."""
+    result, _ = _fresh(LISTENERS, tmp_path)
+    (connect, source), (disconnect, reason) = result["heard"]
+    assert (connect, source, disconnect) == ("connect", "embedded", "disconnect")
+    assert reason.startswith(
+        f"the cluster at {result['address']} is gone: its head stopped accepting connections"
     )
-    assert done.returncode == 0, done.stderr
-    assert "No Ray cluster answers at 127.0.0.1:1 (from active cluster 'gone')" in done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1])["embedded"]
+    assert result["seen"] and not result["cached"]
+    assert "This kernel is still running" in result["error"]

@@ -10,15 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.waiting import until
+
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-def _wait_for(condition: Any, what: str, deadline: float = 60.0) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_reads_from_and_writes_to_the_namespace(shell: Any, run: Any) -> None:
@@ -286,7 +280,7 @@ def test_interrupt_cancels_the_remote_task(shell: Any, monkeypatch: Any) -> None
     monkeypatch.setattr(distribute, "_emit", emit)
 
     def interrupt_once_running() -> None:
-        _wait_for(lambda: "sleeping now" in "".join(streamed), "the cell to start")
+        until(lambda: "sleeping now" in "".join(streamed), "the cell to start", 60, 0.05)
         _thread.interrupt_main()
 
     threading.Thread(target=interrupt_once_running, daemon=True).start()

@@ -37,7 +37,7 @@ def test_optimize_flag_refuses_an_unknown_mode(run: Any) -> None:
 
 
 def test_eugo_optimize_on_and_off_is_the_notebook_switch(run: Any) -> None:
-    from eugo_jupyter.hpc import _hooks
+    from eugo_jupyter import _hooks
 
     ran = run("%eugo optimize on")
     assert ran.result.success, ran.text

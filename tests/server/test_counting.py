@@ -20,6 +20,7 @@ import pytest
 
 from eugo_jupyter.server.manager import ClusterManager
 from tests.fixtures.fake_backend import FakeBackend
+from tests.fixtures.waiting import until_async
 
 
 @pytest.fixture(autouse=True)
@@ -58,14 +59,6 @@ class Work:
         return data
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(2000):  # bounded: a few seconds at most, normally milliseconds
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
-
-
 def _run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(scenario())
 
@@ -101,7 +94,9 @@ def test_the_final_counts_follow_a_read_that_was_under_way_when_the_work_stopped
         # The held read ends with the old counts; the final read follows by itself: no poll.
         gate.set()
         cluster = manager._clusters[cluster_id]  # the card as the next poll will show it
-        await _until(lambda: cluster.monitoring["tasks"]["finished"] == 100, "final counts")
+        await until_async(
+            lambda: cluster.monitoring["tasks"]["finished"] == 100, "final counts", 10, 0.005
+        )
         assert work.counted[-2:] == [10, 100]
         await manager.delete(cluster_id)
         await manager.close()

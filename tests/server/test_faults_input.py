@@ -15,19 +15,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.limits import MAX_BODY_BYTES
-
-
-async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str, str]:
-    with pytest.raises(HTTPClientError) as info:
-        await jp_fetch(*parts, **kwargs)
-    response = info.value.response
-    body = response.body if response is not None else b""
-    kind = response.headers.get("Content-Type", "") if response is not None else ""
-    try:
-        message = json.loads(body).get("message", "")
-    except ValueError:
-        message = body.decode(errors="replace")
-    return info.value.code, message, kind
+from tests.fixtures.jupyter import error_of
 
 
 async def _still_answers(jp_fetch: Any) -> None:
@@ -49,7 +37,7 @@ async def _still_answers(jp_fetch: Any) -> None:
 async def test_hostile_bodies_are_400_and_the_server_keeps_answering(
     jp_fetch: Any, body: str | bytes, says: str
 ) -> None:
-    code, message, _ = await _error(jp_fetch, "eugo", "clusters", method="POST", body=body)
+    code, message = await error_of(jp_fetch, "eugo", "clusters", method="POST", body=body)
     assert code == 400
     assert says in message
     await _still_answers(jp_fetch)
@@ -71,7 +59,7 @@ async def test_hostile_bodies_are_400_and_the_server_keeps_answering(
     ],
 )
 async def test_values_no_node_can_have_are_400(jp_fetch: Any, body: object, says: str) -> None:
-    code, message, _ = await _error(
+    code, message = await error_of(
         jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body)
     )
     assert code == 400
@@ -79,12 +67,12 @@ async def test_values_no_node_can_have_are_400(jp_fetch: Any, body: object, says
 
 
 async def test_unknown_id_under_the_dashboard_proxy_is_a_json_404(jp_fetch: Any) -> None:
-    code, message, kind = await _error(
-        jp_fetch, "eugo", "clusters", "c-00000000", "dashboard", "api", "x"
-    )
-    assert code == 404
-    assert kind.startswith("application/json")
-    assert "No cluster with id 'c-00000000'" in message
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("eugo", "clusters", "c-00000000", "dashboard", "api", "x")
+    response = info.value.response
+    assert info.value.code == 404 and response is not None
+    assert response.headers.get("Content-Type", "").startswith("application/json")
+    assert "No cluster with id 'c-00000000'" in json.loads(response.body)["message"]
 
 
 @pytest.fixture
@@ -130,7 +118,7 @@ async def test_an_address_that_answers_but_not_as_ray_is_400(
     jp_fetch: Any, not_ray: int, scheme: str, says: str
 ) -> None:
     body = {"kind": "connect", "address": f"{scheme}127.0.0.1:{not_ray}"}
-    code, message, _ = await _error(
+    code, message = await error_of(
         jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body)
     )
     assert code == 400

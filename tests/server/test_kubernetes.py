@@ -28,6 +28,7 @@ from eugo_jupyter.server.backends.kuberay import KubernetesBackend
 from eugo_jupyter.server.backends.kuberay_manifest import default_image, manifest, secret
 from tests.fixtures.jupyter import error_of, fetch_json, poll_model
 from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
+from tests.fixtures.waiting import until
 
 SCHEMA = json.loads(
     (
@@ -185,15 +186,13 @@ def _launched(backend: KubernetesBackend, name: str, part: dict[str, Any]) -> di
 
 
 def _until(backend: KubernetesBackend, record: dict[str, Any], ready: Any) -> Any:
-    import time
+    """The first observed state that is ``ready``."""
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        observed = backend.state(record)
-        if ready(observed):
-            return observed
-        time.sleep(0.05)
-    raise AssertionError(f"never reached: {backend.state(record)}")
+    def observed() -> Any:
+        state = backend.state(record)
+        return state if ready(state) else None
+
+    return until(observed, "the observed state", deadline_s=30, every_s=0.05)
 
 
 def test_a_missing_kubeconfig_is_named_and_nothing_is_sent(

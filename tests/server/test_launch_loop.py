@@ -22,6 +22,7 @@ from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError
 from eugo_jupyter.server.manager import ClusterManager
 from tests.fixtures.fake_backend import FakeBackend
+from tests.fixtures.waiting import until_async
 
 
 @pytest.fixture(autouse=True)
@@ -34,14 +35,6 @@ def _manager(fake: FakeBackend, launch_timeout: float = 60.0) -> ClusterManager:
         max_age=0.01, launch_timeout=launch_timeout, backends={"fake": fake},
         find_clusters=False, read=fake.read,
     )  # fmt: skip
-
-
-async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    for _ in range(2000):  # bounded: a few seconds at most, normally a few milliseconds
-        if await check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
 
 
 def _run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -77,7 +70,9 @@ def test_queued_jobs_keep_the_launch_starting_then_it_runs_once_every_node_joine
             m = await manager.get_cluster(model["id"])
             return m is not None and len(m["nodes"]) == 1
 
-        await _until(one_node, "the head's node shows while the worker waits")
+        await until_async(
+            one_node, "the head's node shows while the worker waits", deadline_s=10, every_s=0.005
+        )
         now = await manager.get_cluster(model["id"])
         assert now is not None and now["status"] == "starting", now["error"]
         fake.move(worker, "running")
@@ -103,7 +98,7 @@ def test_a_never_satisfiable_request_is_an_error_that_is_not_final() -> None:
             m = await manager.get_cluster(model["id"])
             return m is not None and m["status"] == "error"
 
-        await _until(blocked, "the card says it cannot run")
+        await until_async(blocked, "the card says it cannot run", deadline_s=10, every_s=0.005)
         m = await manager.get_cluster(model["id"])
         assert m is not None
         assert m["error"] == f"Fake cannot run job {head} as asked."
@@ -198,7 +193,7 @@ def test_a_node_added_while_a_read_is_under_way_is_on_the_card_it_returns() -> N
         async def submitted() -> bool:
             return len(fake.jobs) == 2
 
-        await _until(submitted, "the worker job submitted")
+        await until_async(submitted, "the worker job submitted", deadline_s=10, every_s=0.005)
         gate.set()
         grown = await grow
         assert grown is not None

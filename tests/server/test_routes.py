@@ -8,18 +8,8 @@ import socket
 from typing import Any
 
 import pytest
-from tornado.httpclient import HTTPClientError
 
-
-async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
-    with pytest.raises(HTTPClientError) as info:
-        await jp_fetch(*parts, **kwargs)
-    body = info.value.response.body if info.value.response is not None else b""
-    try:
-        message = json.loads(body).get("message", "")
-    except ValueError:
-        message = body.decode(errors="replace")
-    return info.value.code, message
+from tests.fixtures.jupyter import error_of
 
 
 async def test_no_clusters_at_first(jp_fetch: Any) -> None:
@@ -50,13 +40,15 @@ async def test_no_clusters_at_first(jp_fetch: Any) -> None:
     ],
 )
 async def test_bad_input_is_400_with_a_message(jp_fetch: Any, body: object, says: str) -> None:
-    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
+    code, message = await error_of(
+        jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body)
+    )
     assert code == 400
     assert says in message
 
 
 async def test_body_that_is_not_json_is_400(jp_fetch: Any) -> None:
-    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body="{kind: local")
+    code, message = await error_of(jp_fetch, "eugo", "clusters", method="POST", body="{kind: local")
     assert code == 400
     assert "not JSON" in message
 
@@ -66,7 +58,7 @@ async def test_unreachable_address_is_a_clear_400(jp_fetch: Any) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     body = json.dumps({"kind": "connect", "address": f"127.0.0.1:{port}"})
-    code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=body)
+    code, message = await error_of(jp_fetch, "eugo", "clusters", method="POST", body=body)
     assert code == 400
     assert f"No Ray cluster answers at 127.0.0.1:{port}" in message
     assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
@@ -83,7 +75,9 @@ async def test_unreachable_address_is_a_clear_400(jp_fetch: Any) -> None:
 async def test_unknown_id_is_404(
     jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
 ) -> None:
-    code, message = await _error(jp_fetch, *path, method=method, **({"body": body} if body else {}))
+    code, message = await error_of(
+        jp_fetch, *path, method=method, **({"body": body} if body else {})
+    )
     assert code == 404
     assert "No cluster with id 'c-nothere'" in message
 
@@ -105,7 +99,7 @@ async def test_unknown_id_is_404(
 async def test_no_credentials_is_403(
     jp_fetch: Any, method: str, path: tuple[str, ...], body: str | None
 ) -> None:
-    code, _ = await _error(
+    code, _ = await error_of(
         jp_fetch,
         *path,
         method=method,
@@ -123,9 +117,9 @@ async def test_preview_is_routed_before_cluster_ids_and_starts_nothing(jp_fetch:
     plan = json.loads(response.body)
     assert plan["summary"] == "A head with 2 CPUs and a worker with 1 CPU on this machine."
     assert json.loads((await jp_fetch("eugo", "clusters")).body) == []
-    code, _ = await _error(jp_fetch, "eugo", "clusters", "preview")
+    code, _ = await error_of(jp_fetch, "eugo", "clusters", "preview")
     assert code == 405  # "preview" is never read as a cluster id
-    code, message = await _error(
+    code, message = await error_of(
         jp_fetch, "eugo", "clusters", "preview", method="POST", body=json.dumps({"kind": "x"})
     )
     assert code == 400 and "kind='x' is not allowed" in message
@@ -136,7 +130,7 @@ async def test_no_profiles_unless_configured(jp_fetch: Any) -> None:
 
 
 async def test_adding_a_node_to_an_unknown_id_is_404(jp_fetch: Any) -> None:
-    code, message = await _error(
+    code, message = await error_of(
         jp_fetch, "eugo", "clusters", "c-nothere", "nodes", method="POST", body="{}"
     )
     assert code == 404 and "No cluster with id 'c-nothere'" in message

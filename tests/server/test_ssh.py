@@ -23,7 +23,7 @@ from tornado.httpclient import HTTPClientError
 
 from eugo_jupyter.server.backends import processes, ray_start
 from tests.fixtures.jupyter import fetch_json, poll_model
-from tests.testbed import Host, TestBed, available
+from tests.testbed import Host, TestBed, available, left_on_hosts
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
@@ -52,17 +52,6 @@ def _body(bed: TestBed, hosts: list[int], **ssh: Any) -> dict[str, Any]:
         },
         "head": {"num_cpus": 1},
     }
-
-
-def _left_on_hosts(model: dict[str, Any]) -> list[str]:
-    """Processes of the cluster's nodes still alive (the bed shares this machine's pid space)."""
-    folders = [h["temp_dir"] for h in model["ssh"]["hosts"]]
-    found = []
-    for pid in processes.pids():
-        line = processes.cmdline(pid)
-        if any(f in line for f in folders):
-            found.append(f"{pid}: {line[:120]}")
-    return found
 
 
 def _running_on(bed: TestBed, hosts: list[Host]) -> list[str]:
@@ -243,7 +232,7 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
     finally:
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204  # the vanished host is reported, not waited on
-    assert _left_on_hosts(model) == []
+    assert left_on_hosts(model) == []
 
 
 async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_rest_join(
@@ -272,7 +261,7 @@ async def test_a_host_without_ray_and_one_refusing_the_key_are_named_and_the_res
     finally:
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204
-    assert _left_on_hosts(model) == []
+    assert left_on_hosts(model) == []
 
 
 async def test_head_on_the_first_host_two_nodes_there_and_nothing_left_on_either(
@@ -302,7 +291,7 @@ async def test_head_on_the_first_host_two_nodes_there_and_nothing_left_on_either
     finally:
         response = await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
     assert response.code == 204
-    assert _left_on_hosts(model) == []
+    assert left_on_hosts(model) == []
     # Every process on both hosts, not only those naming the nodes' folders: a head's Ray client
     # server does not, and once outlived the stop.
     left = _running_on(bed, [first, second])

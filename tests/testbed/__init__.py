@@ -31,9 +31,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from eugo_jupyter._rayaddress import tcp_answer
+from eugo_jupyter.server.backends import processes
 
 __all__ = ["BRIDGE", "NETWORK", "Host", "TestBed", "TestBedError", "available"]
 
@@ -344,3 +345,14 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def left_on_hosts(model: dict[str, Any]) -> list[str]:
+    """Processes of the cluster's nodes still alive (the bed shares this machine's pid space)."""
+    folders = [h["temp_dir"] for h in model["ssh"]["hosts"]]
+    found = []
+    for pid in processes.pids():
+        line = processes.cmdline(pid)
+        if any(f in line for f in folders):
+            found.append(f"{pid}: {line[:120]}")
+    return found

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.ui.conftest import Lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, open_sidebar
+from tests.ui.pages import CLUSTER_TIMEOUT_MS, open_sidebar
 
 pytestmark = pytest.mark.ui
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.fixtures.gridengine import GridEngine, gridengine_cell, require_gridengine
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
+from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
 
 pytestmark = pytest.mark.ui
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
+from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
 
 pytestmark = pytest.mark.ui
 

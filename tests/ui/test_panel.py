@@ -15,11 +15,17 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.ui
+from tests.ui.pages import (
+    CLUSTER_TIMEOUT_MS,
+    SIDEBAR,
+    launch_from_form,
+    new_notebook,
+    open_sidebar,
+    run_new_cell,
+    switch_theme,
+)
 
-SIDEBAR = "#eugo-hpc-manager"
-# Launching starts `ray start` processes: allow for a loaded machine.
-CLUSTER_TIMEOUT_MS = 300_000
+pytestmark = pytest.mark.ui
 
 GPU_CELL = """\
 import eugo_jupyter as eugo
@@ -30,15 +36,6 @@ def on_gpu():
 
 fut = on_gpu.options(num_gpus=1)()
 print("connected to", eugo.hpc.cluster().address)"""
-
-
-def open_sidebar(page: Any) -> Any:
-    tab = page.locator('.jp-SideBar.jp-mod-left [data-id="eugo-hpc-manager"]')
-    tab.wait_for(state="visible")
-    tab.click()
-    panel = page.locator(SIDEBAR)
-    panel.wait_for(state="visible")
-    return panel
 
 
 def test_sidebar_opens_with_launch_and_connect_forms(page: Any, artifacts: Path) -> None:
@@ -91,77 +88,6 @@ def test_server_error_shows_in_a_dialog(page: Any, artifacts: Path) -> None:
     dialog.wait_for(state="detached")
     # Nothing was created, and the panel still works.
     assert panel.locator(".eugo-Card").count() == 0
-
-
-def launch_from_form(panel: Any, name: str) -> Any:
-    form = panel.locator(".eugo-LaunchForm")
-    form.get_by_label("Cluster name").fill(name)
-    form.get_by_label("Head CPUs").fill("1")
-    form.get_by_label("Head GPUs").fill("0")
-    form.get_by_role("button", name="Add worker node").click()
-    form.get_by_label("Worker 1 CPUs").fill("1")
-    form.get_by_label("Worker 1 GPUs").fill("0")
-    form.get_by_role("button", name="Launch", exact=True).click()
-    card = panel.locator(f'.eugo-Card[aria-label="Cluster {name}"]')
-    card.wait_for(state="visible")
-    return card
-
-
-def shut_down_through_dialog(page: Any, card: Any, says: str) -> None:
-    """Shut the card's cluster down as a user does: the button, a dialog that ``says`` what will
-    happen, accept; returns once the card is gone."""
-    card.get_by_role("button", name="Shut down").click()
-    dialog = page.locator(".jp-Dialog")
-    dialog.wait_for(state="visible")
-    assert says in dialog.inner_text()
-    dialog.locator(".jp-mod-accept").click()
-    card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
-
-
-def new_notebook(page: Any) -> None:
-    """A notebook with the default Python kernel, from the Launcher's Notebook card."""
-    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    page.locator(".jp-NotebookPanel:visible .jp-CodeCell").first.wait_for()
-    # Shift+Enter while the kernel is "Initializing" runs nothing: wait for the status bar to
-    # say it is idle (the toolbar's indicator already reads idle before the kernel connects).
-    page.locator("#jp-main-statusbar").get_by_text(re.compile(r"\| Idle$")).wait_for(
-        timeout=CLUSTER_TIMEOUT_MS
-    )
-
-
-def run_new_cell(page: Any, source: str) -> Any:
-    """Type ``source`` into the notebook's last cell, run it, return the cell."""
-    cells = page.locator(".jp-NotebookPanel:visible .jp-CodeCell")
-    # Pin the index: running the last cell adds a new one, and `.last` would follow it.
-    cell = cells.nth(cells.count() - 1)
-    cell.locator(".cm-content").click()
-    # insert_text puts the whole source in at once, so the editor's auto-indent stays out of it.
-    page.keyboard.insert_text(source)
-    # CodeMirror moves typed DOM text into its document on a later frame; a Shift+Enter that
-    # came first would run the still-empty cell. Wait for the text, then for two frames.
-    last_line = source.strip().splitlines()[-1]
-    cell.locator(".cm-line", has_text=last_line).wait_for()
-    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    page.keyboard.press("Shift+Enter")
-    cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[[*0-9]+\]")).wait_for()
-    return cell
-
-
-def switch_theme(page: Any, theme: str) -> None:
-    before = page.evaluate(
-        "getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim()"
-    )
-    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(theme)}$")).click()
-    page.wait_for_selector(f'body[data-jp-theme-name="{theme}"]', state="attached")
-    # The theme's stylesheet loads after the attribute flips: wait until its variables apply.
-    page.wait_for_function(
-        "(before) => getComputedStyle(document.body).getPropertyValue('--jp-layout-color1')"
-        ".trim() !== before",
-        arg=before,
-    )
-    page.locator("#jupyterlab-splash").wait_for(state="detached")  # the theme-change splash
 
 
 def test_launch_monitor_infeasible_banner_and_shutdown(

@@ -15,7 +15,7 @@ import pytest
 
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.test_panel import (
+from tests.ui.pages import (
     CLUSTER_TIMEOUT_MS,
     SIDEBAR,
     open_sidebar,

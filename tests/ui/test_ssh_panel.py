@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from eugo_jupyter.server.backends import ray_start
-from tests.server.test_ssh import _left_on_hosts
-from tests.testbed import TestBed, available
+from tests.testbed import TestBed, available, left_on_hosts
 from tests.ui.conftest import Lab
-from tests.ui.test_panel import (
+from tests.ui.pages import (
     CLUSTER_TIMEOUT_MS,
     SIDEBAR,
     open_sidebar,
@@ -79,5 +78,5 @@ def test_launch_on_ssh_hosts_shows_each_host_and_its_node_then_shuts_down(
     shut_down_through_dialog(page, card, "Every Ray process of this cluster stops")
     _, clusters = lab.api("GET", "eugo/clusters")
     assert clusters == []
-    assert _left_on_hosts(model) == []
+    assert left_on_hosts(model) == []
     assert not [e for e in page.console_errors if "eugo" in e.lower()], page.console_errors

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.test_panel import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
+from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar
 
 pytestmark = pytest.mark.ui
 

@@ -8,13 +8,7 @@ from typing import Any
 
 import pytest
 
-
-def _wait_for(condition: Any, what: str, deadline: float = 60.0) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
+from tests.fixtures.waiting import until
 
 
 def test_shows_the_cluster_and_follows_it_while_displayed(ray_local: Any) -> None:
@@ -33,9 +27,9 @@ def test_shows_the_cluster_and_follows_it_while_displayed(ray_local: Any) -> Non
             return 1
 
         fut = hold.options(num_cpus=2)(30)
-        _wait_for(lambda: "0/2 CPUs free" in status.text, "the summary to show both CPUs in use")
+        until(lambda: "0/2 CPUs free" in status.text, "the summary to show both CPUs in use")
         eugo.hpc.cancel(fut, force=True)
-        _wait_for(lambda: "2/2 CPUs free" in status.text, "the summary to show the CPUs free again")
+        until(lambda: "2/2 CPUs free" in status.text, "the summary to show the CPUs free again")
     finally:
         status.close()
     assert not status.running

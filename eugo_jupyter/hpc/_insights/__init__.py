@@ -73,8 +73,8 @@ def findings(
         *_usage.large_arguments(model),
         *_usage.large_closures(model),
         *_usage.redefinitions(model),
-        *_scheduling.gpu_unused(gpu_audit or []),
-        *_scheduling.cpu_behind_gpu(model),
+        *_usage.gpu_unused(gpu_audit or []),
+        *_usage.cpu_behind_gpu(model),
     ]
 
 

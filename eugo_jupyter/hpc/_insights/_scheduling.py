@@ -1,5 +1,5 @@
 """Findings about when calls ran: waiting in the wrong place, tasks too small or too uneven,
-and resources reserved but idle. Pure functions over a recorded run's model.
+and the ordering of gets. Pure functions over a recorded run's model.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._gpu_use import AuditRecord
-from .._feasibility import describe_request
+from ..._feasibility import describe_request
 from ._base import (
     Finding,
     FunctionStats,
@@ -36,9 +35,6 @@ TAIL_IDLE_SHARE = 0.2  # ...and left this share of the fan-out's capacity (width
 TAIL_UNEVEN = 2.0  # ...because the tasks still running were this many times the median
 IN_ORDER_MIN_GETS = 2  # gets that blocked while a later result was ready...
 IN_ORDER_WASTED_SHARE = 0.1  # ...holding finished results back for this share of the run
-GPU_QUEUE_MIN_WAIT_S = 0.5  # a CPU-only task that waited this long to start...
-GPU_QUEUE_DEVICE_WAIT_S = 0.25  # ...behind GPU tasks that waited this long for a device
-GPU_QUEUE_FREE_SHARE = 0.5  # ...while CPUs were free for this share of its wait
 
 
 def _tail(tasks: Sequence[Task]) -> tuple[float, int]:
@@ -324,111 +320,6 @@ def long_tails(model: Mapping[str, Any], skip: set[str]) -> list[Finding]:
                 f"Submit the longest calls first, or split the work into more, smaller tasks so "
                 f"the last ones are short (eugo.hpc.map({name}, items) shrinks its batches near "
                 "the end).",
-            )
-        )
-    return out
-
-
-def gpu_unused(audit: Sequence[AuditRecord]) -> list[Finding]:
-    """Calls that reserved a GPU and, by the audit's evidence, never touched it."""
-    groups: dict[str, list[AuditRecord]] = defaultdict(list)
-    for record in audit:
-        if record["num_gpus"] > 0:
-            groups[record["function"]].append(record)
-    out = []
-    for name, records in groups.items():
-        idle = [r for r in records if r["used"] is False]  # None: could not tell, not a finding
-        if not idle:
-            continue
-        gpus = max(r["num_gpus"] for r in idle)
-        held = sum(r["gpu_seconds"] for r in idle)
-        out.append(
-            finding(
-                "gpu_unused",
-                name,
-                f"{len(idle)} of {len(records)} calls of {name} asked for {gpus:g} GPU but never "
-                f"used the device; {held:.1f} GPU-seconds were reserved for nothing.",
-                f"Drop the request ({name}.options(num_gpus=0)) or move the work onto the GPU "
-                "(for torch: tensors and model .to('cuda')); eugo.check() verifies GPU use.",
-            )
-        )
-    return out
-
-
-class _Usage:
-    """CPUs held by recorded tasks over time, as a step function."""
-
-    def __init__(self, tasks: Sequence[Task]) -> None:
-        deltas: dict[float, float] = defaultdict(float)
-        for t in tasks:
-            cpu = float(t["request"].get("CPU", 0.0))
-            deltas[t["start"]] += cpu
-            deltas[t["end"]] -= cpu
-        self.times = sorted(deltas)
-        self.levels = []
-        level = 0.0
-        for when in self.times:
-            level += deltas[when]
-            self.levels.append(level)
-
-    def free_time(self, begin: float, end: float, total: float, need: float) -> float:
-        """Seconds within [begin, end] when at least ``need`` CPUs of ``total`` were unused."""
-        free = 0.0
-        i = bisect.bisect_right(self.times, begin) - 1
-        cursor = begin
-        while cursor < end:
-            level = self.levels[i] if i >= 0 else 0.0
-            nxt = self.times[i + 1] if i + 1 < len(self.times) else math.inf
-            stop = min(nxt, end)
-            if total - level >= need - 1e-9:
-                free += stop - cursor
-            cursor = stop
-            i += 1
-        return free
-
-
-def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
-    tasks = model["tasks"]
-    total = float(model.get("cluster", {}).get("CPU", 0.0))
-    done = finished(tasks)
-    if not total or not any(t["request"].get("GPU") for t in done):
-        return []
-    usage = _Usage(done)
-
-    def waited_for_device(index: int) -> bool:
-        t = tasks[index]
-        return (
-            bool(t["request"].get("GPU"))
-            and t.get("start") is not None
-            and t["start"] - t["submit"] >= GPU_QUEUE_DEVICE_WAIT_S
-        )
-
-    flagged: dict[str, list[Task]] = defaultdict(list)
-    for t in done:
-        if t["request"].get("GPU"):
-            continue
-        wait = t["start"] - t["submit"]
-        if wait < GPU_QUEUE_MIN_WAIT_S or not any(waited_for_device(d) for d in t["deps"]):
-            continue
-        need = float(t["request"].get("CPU", 0.0))
-        if usage.free_time(t["submit"], t["start"], total, need) >= GPU_QUEUE_FREE_SHARE * wait:
-            flagged[t["function"]].append(t)
-    out = []
-    for name, queued in flagged.items():
-        waits = sorted(t["start"] - t["submit"] for t in queued)
-        gpu_names = sorted(
-            {tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)}
-        )
-        out.append(
-            finding(
-                "cpu_behind_gpu",
-                name,
-                f"{len(queued)} CPU-only calls of {name} waited a median "
-                f"{percentile(waits, 0.5):.2f} s to start while CPUs sat free: they take the "
-                f"futures of {', '.join(gpu_names)}, which were queued for a GPU.",
-                f"Keep CPU work off the GPU queue: submit {name} on inputs that do not come "
-                "from the GPU tasks, or do that step inside the GPU task; if the GPU tasks fit, "
-                "give them a fraction (num_gpus=0.5) so more run at once.",
             )
         )
     return out

@@ -1,23 +1,30 @@
 """Findings about what travels with calls and gets, and about code habits Ray warns against:
 large arguments and closures, needless or oversized gets, gets inside tasks and async code,
-``put`` results, module globals and functions redefined in a loop. Pure functions.
+``put`` results, module globals and functions redefined in a loop; and how GPUs were used
+(reserved but never touched, CPU work queued behind them). Pure functions.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..._gpu_use import AuditRecord
 from .._static import FIX as GLOBAL_FIX
 from .._static import message as global_message
-from ._base import Finding, Task, by_function, finding, finished, mb
+from ._base import Finding, Task, by_function, finding, finished, mb, percentile
 
 LARGE_ARG_BYTES = 1 << 20
 LARGE_ARG_MIN_CALLS = 3
 LARGE_CLOSURE_BYTES = 1 << 20
 GET_MEMORY_SHARE = 0.5  # one get fetching this share of the memory it lands in
 REDEFINED_MIN = 3  # definitions of one function name within a run
+GPU_QUEUE_MIN_WAIT_S = 0.5  # a CPU-only task that waited this long to start...
+GPU_QUEUE_DEVICE_WAIT_S = 0.25  # ...behind GPU tasks that waited this long for a device
+GPU_QUEUE_FREE_SHARE = 0.5  # ...while CPUs were free for this share of its wait
 
 
 def large_arguments(model: Mapping[str, Any]) -> list[Finding]:
@@ -240,3 +247,108 @@ def redefinitions(model: Mapping[str, Any]) -> list[Finding]:
         for name, count in counts.items()
         if count >= REDEFINED_MIN
     ]
+
+
+def gpu_unused(audit: Sequence[AuditRecord]) -> list[Finding]:
+    """Calls that reserved a GPU and, by the audit's evidence, never touched it."""
+    groups: dict[str, list[AuditRecord]] = defaultdict(list)
+    for record in audit:
+        if record["num_gpus"] > 0:
+            groups[record["function"]].append(record)
+    out = []
+    for name, records in groups.items():
+        idle = [r for r in records if r["used"] is False]  # None: could not tell, not a finding
+        if not idle:
+            continue
+        gpus = max(r["num_gpus"] for r in idle)
+        held = sum(r["gpu_seconds"] for r in idle)
+        out.append(
+            finding(
+                "gpu_unused",
+                name,
+                f"{len(idle)} of {len(records)} calls of {name} asked for {gpus:g} GPU but never "
+                f"used the device; {held:.1f} GPU-seconds were reserved for nothing.",
+                f"Drop the request ({name}.options(num_gpus=0)) or move the work onto the GPU "
+                "(for torch: tensors and model .to('cuda')); eugo.check() verifies GPU use.",
+            )
+        )
+    return out
+
+
+class _Usage:
+    """CPUs held by recorded tasks over time, as a step function."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        deltas: dict[float, float] = defaultdict(float)
+        for t in tasks:
+            cpu = float(t["request"].get("CPU", 0.0))
+            deltas[t["start"]] += cpu
+            deltas[t["end"]] -= cpu
+        self.times = sorted(deltas)
+        self.levels = []
+        level = 0.0
+        for when in self.times:
+            level += deltas[when]
+            self.levels.append(level)
+
+    def free_time(self, begin: float, end: float, total: float, need: float) -> float:
+        """Seconds within [begin, end] when at least ``need`` CPUs of ``total`` were unused."""
+        free = 0.0
+        i = bisect.bisect_right(self.times, begin) - 1
+        cursor = begin
+        while cursor < end:
+            level = self.levels[i] if i >= 0 else 0.0
+            nxt = self.times[i + 1] if i + 1 < len(self.times) else math.inf
+            stop = min(nxt, end)
+            if total - level >= need - 1e-9:
+                free += stop - cursor
+            cursor = stop
+            i += 1
+        return free
+
+
+def cpu_behind_gpu(model: Mapping[str, Any]) -> list[Finding]:
+    tasks = model["tasks"]
+    total = float(model.get("cluster", {}).get("CPU", 0.0))
+    done = finished(tasks)
+    if not total or not any(t["request"].get("GPU") for t in done):
+        return []
+    usage = _Usage(done)
+
+    def waited_for_device(index: int) -> bool:
+        t = tasks[index]
+        return (
+            bool(t["request"].get("GPU"))
+            and t.get("start") is not None
+            and t["start"] - t["submit"] >= GPU_QUEUE_DEVICE_WAIT_S
+        )
+
+    flagged: dict[str, list[Task]] = defaultdict(list)
+    for t in done:
+        if t["request"].get("GPU"):
+            continue
+        wait = t["start"] - t["submit"]
+        if wait < GPU_QUEUE_MIN_WAIT_S or not any(waited_for_device(d) for d in t["deps"]):
+            continue
+        need = float(t["request"].get("CPU", 0.0))
+        if usage.free_time(t["submit"], t["start"], total, need) >= GPU_QUEUE_FREE_SHARE * wait:
+            flagged[t["function"]].append(t)
+    out = []
+    for name, queued in flagged.items():
+        waits = sorted(t["start"] - t["submit"] for t in queued)
+        gpu_names = sorted(
+            {tasks[d]["function"] for t in queued for d in t["deps"] if waited_for_device(d)}
+        )
+        out.append(
+            finding(
+                "cpu_behind_gpu",
+                name,
+                f"{len(queued)} CPU-only calls of {name} waited a median "
+                f"{percentile(waits, 0.5):.2f} s to start while CPUs sat free: they take the "
+                f"futures of {', '.join(gpu_names)}, which were queued for a GPU.",
+                f"Keep CPU work off the GPU queue: submit {name} on inputs that do not come "
+                "from the GPU tasks, or do that step inside the GPU task; if the GPU tasks fit, "
+                "give them a fraction (num_gpus=0.5) so more run at once.",
+            )
+        )
+    return out

@@ -22,7 +22,7 @@ def cluster_id() -> str | None:
     from ... import records
     from .. import _session
 
-    connection = _session._connection
+    connection = _session.held()
     if connection is None or connection.embedded:
         return None
     known = records.list_records()

@@ -12,7 +12,7 @@ import io
 from collections.abc import Callable
 from typing import Any, Literal, cast
 
-from ..._units import format_bytes
+from ..._units import format_bytes, format_seconds
 from .._insights import Analysis, Finding, FunctionStats, doc_url
 from .recording import RunModel
 
@@ -20,13 +20,7 @@ __all__ = ["Report"]
 
 
 def _fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
+    return "-" if seconds is None else format_seconds(seconds)
 
 
 def _fmt_bytes(size: float | None) -> str:

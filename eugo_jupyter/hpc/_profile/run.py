@@ -16,8 +16,9 @@ import os
 import time
 from typing import Any
 
+from ... import _hooks
 from ..._gpu_use import AuditRecord
-from .. import _hooks, _session
+from .. import _session
 from .._insights import analyze
 from .recording import Recorder, RunModel, TaskRecord
 from .report import Report
@@ -151,7 +152,7 @@ class Run(Recorder):
         """Per-function statistics and findings with fixes; renders as tables and a timeline.
 
         ``gpu_audit``: records of an ``eugo.gpu.audit()``; when omitted, those of the latest
-        audit started (``eugo.gpu.audit_records()``, read through ``hpc/_hooks.py``).
+        audit started (``eugo.gpu.audit_records()``, read through ``eugo_jupyter/_hooks.py``).
 
         >>> report = run.report()                      # doctest: +SKIP
         >>> [f["kind"] for f in report.findings]       # doctest: +SKIP

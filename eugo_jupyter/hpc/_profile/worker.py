@@ -94,7 +94,7 @@ def _nested_refs(values: Any) -> set[bytes]:
 def _run(body: Callable[[], Any], args: tuple, kwargs: dict) -> tuple[Any, Timing]:
     import ray
 
-    from .. import _hooks
+    from ... import _hooks
 
     probe = _TaskProbe(_nested_refs((*args, *kwargs.values())))
     # Threaded actors may run calls at once: only the first installs the probe.

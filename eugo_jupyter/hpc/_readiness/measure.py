@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import _checks, _data_location, _hooks, _session
+from ... import _hooks
+from .. import _checks, _data_location, _session
 from .._batching import slots as _slots
 from .._map import _unwrap, check_batch_size
 from .._options import optimize_mode, request_of

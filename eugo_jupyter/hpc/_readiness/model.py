@@ -35,6 +35,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ..._units import format_bytes
+from ..._units import format_seconds as fmt_s
 from .._map import IN_FLIGHT_PER_SLOT, auto_batch_size, batch_target, final_batch_size
 
 __all__ = [
@@ -228,19 +229,6 @@ def predict(m: Measurements) -> Prediction:
         transfer_s=transfer,
         serial_part_s=probe,
     )
-
-
-def fmt_s(seconds: float) -> str:
-    """A duration for people: µs, ms or s.
-
-    >>> fmt_s(4e-5), fmt_s(0.25), fmt_s(12.5)
-    ('40 µs', '250.0 ms', '12.50 s')
-    """
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
 
 
 def timing_checks(m: Measurements, p: Prediction) -> list[Check]:

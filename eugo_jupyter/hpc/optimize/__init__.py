@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _hooks
+from ... import _hooks
 from ._report import OptimizationReport
 from ._runtime import VERIFY_CALLS, Optimized, Settings, find_entry
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from .._gpu_use import AuditRecord
-from ..exceptions import ConflictError, OptionsError
+from ._gpu_use import AuditRecord
+from .exceptions import ConflictError, OptionsError
 
 __all__ = [
     "AuditHook",

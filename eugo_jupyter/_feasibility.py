@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._raystate import NodeFacts, Snapshot
-from .._units import format_bytes
+from ._raystate import NodeFacts, Snapshot
+from ._units import format_bytes
 
 __all__ = [
     "Waiting",
