@@ -40,7 +40,7 @@ import types
 import warnings
 from typing import Any
 
-from .._printed import muted
+from .._output import muted
 from . import (
     _candidates,
     _compile,
