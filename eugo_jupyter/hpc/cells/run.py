@@ -106,15 +106,16 @@ class CellRun:
         ray.cancel(self.value_ref, force=True, recursive=True)
 
     # -- output -----------------------------------------------------------------------------
-    def emit_output(self, emit: Emit, final: bool = False) -> None:
+    def emit_output(self, emit: Emit, final: bool = False, printed: bool = True) -> None:
         """Hand ``emit`` what the cell printed since the last time (all of it when ``final``:
-        the call sent its last lines before its result was ready)."""
+        the call sent its last lines before its result was ready). A cell that printed
+        nothing asks the hub nothing."""
         from .. import _output
 
         try:
-            if final:
+            if printed and final:
                 _output.settle([self.value_ref])
-            else:
+            elif printed:
                 _output.cell_router().pump()
         except Exception:  # noqa: BLE001 - a lost hub loses output, never the result
             pass
@@ -165,10 +166,10 @@ class CellRun:
             if not isinstance(cause, CellError):
                 raise
             self.payload = cause.info
-            self.emit_output(emit, final=True)
+            self.emit_output(emit, True, cause.info.get("printed", True))
             raise cause from None
         self.payload = payload
-        self.emit_output(emit, final=True)
+        self.emit_output(emit, True, payload.get("printed", True))
         return value
 
     def result_payload(self) -> dict[str, Any] | None:

@@ -20,12 +20,15 @@ import traceback
 from typing import Any
 
 from ...exceptions import CellError
+from .._output.capture import current
 from .._serialized import pickle_problem
 
 __all__ = ["notebook_cell", "pickle_problem"]
 
 
 def _collect(ns: dict[str, Any], plan: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    sink = current.get()  # whether the cell printed: if not, the kernel need not ask the hub
+    printed = sink is None or getattr(sink, "started", True)
     bound, unsent = {}, {}
     for name in plan["assigned"]:
         if name in ns:
@@ -35,7 +38,7 @@ def _collect(ns: dict[str, Any], plan: dict[str, Any], inputs: dict[str, Any]) -
             else:
                 unsent[name] = f"{type(ns[name]).__name__}; {problem}"
     deleted = [name for name in inputs if name not in ns]
-    return {"bound": bound, "unsent": unsent, "deleted": deleted}
+    return {"bound": bound, "unsent": unsent, "deleted": deleted, "printed": printed}
 
 
 def _cell_frames(tb: Any, filename: str) -> list[tuple[str, int, str]]:
