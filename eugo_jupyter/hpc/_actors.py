@@ -38,8 +38,7 @@ class ActorMethod:
             )  # fmt: skip
         else:
             ref = self._method.remote(*args, **kwargs)
-        if _output.router is not None:
-            _output.track_method(ref, self._name)  # its prints go under the calling cell
+        _output.track_method(ref, self._name)  # its prints go under the calling cell
         return ref
 
     #: Ray's spelling: ``actor.method.remote(x)`` is ``actor.method(x)``.

@@ -236,8 +236,7 @@ class DistributedClass:
         except Exception as exc:
             _submission_failed(self._cls.__init__, args, kwargs, exc)  # type: ignore[misc]
             raise
-        if _output.router is not None:
-            _output.track_actor(handle, self._cls.__qualname__)  # __init__'s prints, this cell
+        _output.track_actor(handle, self._cls.__qualname__)  # __init__'s prints, this cell
         return ActorProxy(handle, self._cls.__qualname__, self._cls, self._reads)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ActorProxy:

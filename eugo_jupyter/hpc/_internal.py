@@ -16,8 +16,7 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
-- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``), and
-  :func:`cell_writer` (where a ``--no-block`` cell's output goes under its cell);
+- notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
 - Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
   :func:`dashboard_auth_headers`, :func:`published_dashboard`;
 - :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
@@ -53,8 +52,6 @@ from ._options import (
     resolve_options,
     validate_options,
 )
-from ._output import cell_writer
-from ._progress import in_notebook
 from ._session import connection, ensure, on_disconnect, use_token_auth
 from ._target import probe
 
@@ -67,7 +64,6 @@ __all__ = [
     "connection",
     "current_snapshot",
     "dashboard_auth_headers",
-    "cell_writer",
     "cells",
     "describe_request",
     "diagnose",
@@ -80,7 +76,6 @@ __all__ = [
     "fix_for",
     "format_options",
     "hooks",
-    "in_notebook",
     "infeasible_message",
     "infeasible_reason",
     "missing_everywhere",

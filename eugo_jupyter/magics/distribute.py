@@ -15,7 +15,6 @@ finished: when ``eugo.hpc.get(fut)`` returns, or before the next cell runs, whic
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import warnings
@@ -23,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import magic_arguments
 
@@ -36,26 +34,18 @@ from ..exceptions import (
     SerializationError,
 )
 from ..hpc._internal import (
-    cell_writer,
     cells,
     current_snapshot,
     explain_unpicklable,
-    in_notebook,
     infeasible_message,
     optimize_mode,
     optimized_inputs,
     request_of,
 )
-from .flags import CELL_FLAGS, cell_flags, check_timeout, options_from, parse, resource_flags
+from .flags import CELL_FLAGS, cell_flags, check_cell_flags, options_from, parse, resource_flags
 from .tracebacks import raise_cell_error, short
 
 __all__ = ["EugoMagics", "syntax_transformer"]
-
-Write = Callable[[cells.Chunks], None]
-
-#: How long binding a finished ``--no-block`` cell waits for its last lines to be shown (it
-#: bounds only a hub lost with its cluster; the lines are normally there within a poll).
-_OUTPUT_WAIT = 30.0
 
 
 @dataclass
@@ -65,8 +55,6 @@ class _Pending:
     run: cells.CellRun
     out: str
     label: str
-    #: Shows the cell's output; done once the cell's last lines are shown.
-    output: threading.Thread | None = None
 
 
 def _emit(chunks: cells.Chunks) -> None:
@@ -133,21 +121,7 @@ class EugoMagics(Magics):
         __tracebackhide__ = True
         args = parse(self.distribute, line, f"%%distribute takes {CELL_FLAGS}.")
         options = options_from(args, self.shell.user_ns)
-        if args.no_block and not args.out:
-            raise UsageError(
-                "--no-block needs --out VAR to name the cell's future, for example "
-                "%%distribute --no-block --out fut; then eugo.hpc.get(fut)."
-            )
-        if args.out and not args.no_block:
-            raise UsageError("--out VAR goes with --no-block; a blocking cell binds its own names.")
-        if args.out and not args.out.isidentifier():
-            raise UsageError(f"--out {args.out}: that is not a valid variable name.")
-        if args.no_block and args.timeout is not None:
-            raise UsageError(
-                "--timeout applies to a blocking cell; with --no-block pass the timeout to "
-                "eugo.hpc.get(fut, timeout=S)."
-            )
-        check_timeout(args.timeout)
+        check_cell_flags(args)
 
         number = self._cell_number()
         raw = (f"%%distribute {line}".rstrip()) + "\n" + cell
@@ -174,7 +148,8 @@ class EugoMagics(Magics):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("always", InfeasibleRequestWarning)
-                run = cells.submit_cell(plan, filename, inputs, options, label)
+                echo = _emit if args.no_block else None  # where a --no-block cell's lines go
+                run = cells.submit_cell(plan, filename, inputs, options, label, echo)
         except (SerializationError, TypeError, ValueError, AttributeError) as exc:
             self._check_picklable(inputs, exc)
             raise
@@ -212,50 +187,11 @@ class EugoMagics(Magics):
 
     # -- --no-block -------------------------------------------------------------------------
     def _start_no_block(self, run: cells.CellRun, out: str, label: str) -> None:
+        # Its output is a call's: in a notebook under this cell (shown there even after the
+        # cell finished, kept for eugo.hpc.logs(fut)), else on this process's streams.
         self.shell.user_ns[out] = run.value_ref
-        # In a notebook the cell's prints go to an output area this cell owns (made now, in
-        # it), as a call's do: shown there even after the cell finished, and kept for
-        # eugo.hpc.logs(fut).
-        routed = cell_writer(run.value_ref, label)
-        if routed is not None:
-            write: Write = routed
-            done: Callable[[], None] = functools.partial(routed, None)  # the cell ended
-        else:
-            write, done = self._no_block_writer(), lambda: None
-        thread = threading.Thread(
-            target=self._pump, args=(run, write, done), name=f"eugo-{out}-output", daemon=True
-        )
         with self._lock:
-            self._pending[run.value_ref.binary()] = _Pending(run, out, label, thread)
-        thread.start()
-
-    def _no_block_writer(self) -> Write:
-        """Where a --no-block cell's prints go when they are not routed (``EUGO_OUTPUT=ray``):
-        an Output widget under the cell in a notebook, else this process's streams."""
-        if in_notebook():
-            import ipywidgets
-            from IPython.display import display
-
-            output = ipywidgets.Output()
-            display(output)
-
-            def to_widget(chunks: cells.Chunks) -> None:
-                for stream, text in chunks:
-                    (output.append_stderr if stream == "stderr" else output.append_stdout)(text)
-
-            return to_widget
-        return _emit
-
-    def _pump(self, run: cells.CellRun, write: Write, done: Callable[[], None]) -> None:
-        try:
-            while not run.ready(cells.POLL):
-                chunks = run.read_output()
-                if chunks:
-                    write(chunks)
-            run.finish_output(run.result_payload() or {}, write)
-            done()
-        except Exception:  # noqa: BLE001 - output is best effort; the result is in the future
-            return
+            self._pending[run.value_ref.binary()] = _Pending(run, out, label)
 
     def bind_finished(self, refs: list[Any] | None = None) -> None:
         """Bind the names of finished ``--no-block`` cells (all, or those among ``refs``)."""
@@ -275,9 +211,7 @@ class EugoMagics(Magics):
             for p in [*finished, *lost]:
                 self._pending.pop(p.run.value_ref.binary(), None)
         for p in finished:
-            if p.output is not None:
-                # Its last lines shown first: get(fut) returns after them, as for a call.
-                p.output.join(timeout=_OUTPUT_WAIT)
+            p.run.emit_output(_emit, final=True)  # its last lines first, as for a call
             payload = p.run.result_payload()
             if payload is None:
                 continue  # cancelled or lost: nothing to bind

@@ -26,6 +26,7 @@ from ..hpc._internal import resolve_options
 __all__ = [
     "CELL_FLAGS",
     "cell_flags",
+    "check_cell_flags",
     "check_timeout",
     "optimize_word",
     "options_from",
@@ -134,6 +135,26 @@ def check_timeout(timeout: float | None) -> None:
             f"--timeout {timeout:g}: the timeout must be a positive, finite number of seconds, "
             "such as --timeout 60."
         )
+
+
+def check_cell_flags(args: Any) -> None:
+    """``--no-block`` with ``--out VAR`` (and only then), a valid name, a finite ``--timeout``
+    on a blocking cell only."""
+    if args.no_block and not args.out:
+        raise UsageError(
+            "--no-block needs --out VAR to name the cell's future, for example "
+            "%%distribute --no-block --out fut; then eugo.hpc.get(fut)."
+        )
+    if args.out and not args.no_block:
+        raise UsageError("--out VAR goes with --no-block; a blocking cell binds its own names.")
+    if args.out and not args.out.isidentifier():
+        raise UsageError(f"--out {args.out}: that is not a valid variable name.")
+    if args.no_block and args.timeout is not None:
+        raise UsageError(
+            "--timeout applies to a blocking cell; with --no-block pass the timeout to "
+            "eugo.hpc.get(fut, timeout=S)."
+        )
+    check_timeout(args.timeout)
 
 
 def optimize_word(word: str, where: str) -> bool | str:

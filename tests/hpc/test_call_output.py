@@ -331,6 +331,24 @@ def test_a_no_block_cell_prints_under_its_cell_after_it_finished(kernel: Kernel)
     assert "said before the value" in kernel.under(first)
 
 
+def test_a_blocking_cell_prints_into_its_own_cell_as_a_call_does(kernel: Kernel) -> None:
+    # The cell is a call like any other: C-level and subprocess lines show too, as the cell's
+    # own streams (no prefix, no output area of its own).
+    cell = kernel.run(
+        """
+        %%distribute
+        import os, sys
+        print('cell says')
+        os.system('echo cell subprocess')
+        os.write(2, b'cell C stderr\\n')
+        """
+    )
+    out, err = kernel.stream(cell), kernel.stream(cell, "stderr")
+    assert "cell says\n" in out and "cell subprocess\n" in out, (out, err)
+    assert "cell C stderr\n" in err, (out, err)
+    assert "[%%distribute" not in kernel.under(cell) and "pid=" not in kernel.under(cell)
+
+
 def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_prints(
     kernel: Kernel,
 ) -> None:
@@ -339,8 +357,8 @@ def test_after_shutdown_the_output_pump_leaves_ray_alone_and_the_next_call_print
     failed with "Perhaps you called ray.init twice by accident?"."""
     kernel.run("eugo.hpc.get(talk('before'))")
     pumped = kernel.value(
-        "import ray\nfrom eugo_jupyter.hpc import _output\n"
-        "eugo.hpc.shutdown()\n_output.router.pump()\nray.is_initialized()"
+        "import ray\nfrom eugo_jupyter.hpc._output import kernel\n"
+        "eugo.hpc.shutdown()\nkernel.router.pump()\nray.is_initialized()"
     )
     assert pumped == "False"
     cell = kernel.run("print('again', eugo.hpc.get(talk('after the shutdown')))")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from eugo_jupyter.hpc._printed import wrap, wrap_class
+from eugo_jupyter.hpc._output.wrap import wrap, wrap_class
 from eugo_jupyter.server.backends import processes
 
 

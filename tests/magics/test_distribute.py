@@ -103,6 +103,21 @@ def test_stdout_and_stderr_keep_their_streams(run: Any) -> None:
     assert "to out" in ran.out and "to err" in ran.err
 
 
+def test_c_level_and_subprocess_output_shows_under_the_cell(run: Any) -> None:
+    # A cell gets what a task gets: what C code and subprocesses write to the worker's
+    # descriptors shows under the cell, on its own stream, without Ray's (pid=...) prefix.
+    ran = run(
+        "%%distribute\nimport os, subprocess\nos.write(1, b'from a C library\\n')\n"
+        "os.system('echo from a subprocess')\nos.write(2, b'to the C stderr\\n')\n"
+        "print('from Python')\n"
+    )
+    assert ran.result.success, ran.text
+    for line in ("from a C library", "from a subprocess", "from Python"):
+        assert f"{line}\n" in ran.out, ran.text
+    assert "to the C stderr\n" in ran.err, ran.text
+    assert "pid=" not in ran.text
+
+
 def test_traceback_has_the_cells_own_line_numbers(shell: Any, run: Any) -> None:
     ran = run("%%distribute\nbefore = 1\n\nratio = 1 / 0\nafter = 2\n")
     assert isinstance(ran.result.error_in_exec, ZeroDivisionError)

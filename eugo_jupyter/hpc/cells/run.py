@@ -1,10 +1,11 @@
-"""The driver side of a ``%%distribute`` cell: submit, wait, stream its output, bind its names.
+"""The driver side of a ``%%distribute`` cell: submit, wait, show its output, bind its names.
 
 :func:`submit_cell` sends a cell through the same path as ``@eugo.hpc.distribute`` (option
-checks, infeasible diagnosis, submission records) and returns a :class:`CellRun`, which owns what
-follows: waiting (with a timeout that cancels the task), the output read from the hub while it
-runs, and binding the names the cell assigned into the notebook's namespace (a plain dict, so
-nothing here needs IPython). The magic only parses flags and renders errors.
+checks, infeasible diagnosis, submission records, the output every call has) and returns a
+:class:`CellRun`, which owns what follows: waiting (with a timeout that cancels the task), the
+output of a blocking cell handed to ``emit`` while it runs, and binding the names the cell
+assigned into the notebook's namespace (a plain dict). The magic only parses flags and renders
+errors.
 
 >>> plan = analyze("total = sum(data)")
 >>> run = submit_cell(plan, "<cell>", {"data": [1, 2]}, {}, "demo")  # doctest: +SKIP
@@ -18,40 +19,23 @@ from __future__ import annotations
 import sys
 import time
 import types
-import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...exceptions import CellError, GetTimeoutError
+from .._output.hub import Chunks
 from .analysis import CellPlan
-from .worker import Chunks, OutputHub, notebook_cell, pickle_problem
+from .worker import notebook_cell, pickle_problem
 
 __all__ = ["CellRun", "adopt", "submit_cell", "unpicklable_inputs"]
 
 #: How often a waiting kernel polls for the result and the output (seconds).
 POLL = 0.1
-#: The longest one read of the output hub may take before the wait goes on without it.
-HUB_READ_TIMEOUT = 10.0
 
-Emit = Callable[[Chunks], None]
+Emit = Callable[[Chunks], object]
 
-_hub: Any = None
-_hub_name = ""
-_hub_generation = -1
 _function: Any = None
-
-
-def _output_hub() -> tuple[Any, str]:
-    """The session's hub actor and its name, started on first use and again after a reconnect."""
-    global _hub, _hub_name, _hub_generation
-    from .. import _session
-    from .._distribute import distribute
-
-    if _hub is None or _hub_generation != _session.generation:
-        _hub_name = f"eugo-output-{uuid.uuid4().hex[:8]}"
-        _hub = distribute(OutputHub).options(num_cpus=0, name=_hub_name)().handle
-        _hub_generation = _session.generation
-    return _hub, _hub_name
 
 
 def _cell_function() -> Any:
@@ -80,20 +64,23 @@ def adopt(value: Any, user_ns: dict[str, Any]) -> Any:
 
 
 class CellRun:
-    """One submitted cell: its two futures (value, payload), its output stream, its names.
+    """One submitted cell: its two futures (value, payload), its output, its names.
 
     ``payload`` is set once :meth:`wait` returned (what the worker sent back besides the value).
     """
 
     def __init__(
-        self, value_ref: Any, payload_ref: Any, cell_id: str, hub: Any, inputs: Iterable[str] = ()
+        self,
+        value_ref: Any,
+        payload_ref: Any,
+        inputs: Iterable[str] = (),
+        shown: deque[Chunks] | None = None,
     ) -> None:
         self.value_ref, self.payload_ref = value_ref, payload_ref
-        self.cell_id, self.hub = cell_id, hub
         #: The notebook names the cell read: only these may be deleted by a ``del`` in the cell.
         self.inputs = set(inputs)
-        #: The next output batch to read from the hub.
-        self.next_batch = 0
+        #: A blocking cell's output, as the router took it from the hub, until it is emitted.
+        self.shown: deque[Chunks] = deque() if shown is None else shown
         self.payload: dict[str, Any] | None = None
 
     # -- state ------------------------------------------------------------------------------
@@ -119,35 +106,21 @@ class CellRun:
         ray.cancel(self.value_ref, force=True, recursive=True)
 
     # -- output -----------------------------------------------------------------------------
-    def read_output(self) -> Chunks:
-        """Output batches that arrived since the last read, in order."""
-        import ray
+    def emit_output(self, emit: Emit, final: bool = False, printed: bool = True) -> None:
+        """Hand ``emit`` what the cell printed since the last time (all of it when ``final``:
+        the call sent its last lines before its result was ready). A cell that printed
+        nothing asks the hub nothing."""
+        from .. import _output
 
         try:
-            # Bounded: a hub on a cluster that just died must not hold the wait (read again
-            # next poll: reads are by batch index).
-            self.next_batch, chunks = ray.get(
-                self.hub.read.remote(self.cell_id, self.next_batch), timeout=HUB_READ_TIMEOUT
-            )
+            if printed and final:
+                _output.settle([self.value_ref])
+            elif printed:
+                _output.cell_router().pump()
         except Exception:  # noqa: BLE001 - a lost hub loses output, never the result
-            return []
-        return chunks
-
-    def drain(self, sent: int, emit: Emit, patience: float = 10.0) -> None:
-        """Read until the ``sent`` batches the task reported have all arrived."""
-        deadline = time.monotonic() + patience
-        while self.next_batch < sent and time.monotonic() < deadline:
-            chunks = self.read_output()
-            if chunks:
-                emit(chunks)
-            elif self.next_batch < sent:
-                time.sleep(0.02)
-
-    def finish_output(self, payload: dict[str, Any], emit: Emit) -> None:
-        """The batches still in flight, then the tail that came back with the result."""
-        self.drain(payload.get("sent", 0), emit)
-        if payload.get("tail"):
-            emit(payload["tail"])
+            pass
+        while self.shown:
+            emit(self.shown.popleft())
 
     # -- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: float | None = None, emit: Emit | None = None) -> Any:
@@ -177,7 +150,7 @@ class CellRun:
                 except RayGetTimeoutError:
                     pass
                 watch.check()  # before reading output: the hub lives on the cluster too
-                emit(self.read_output())
+                self.emit_output(emit)
                 if deadline is not None and time.monotonic() > deadline and not self.ready():
                     diagnosis = diagnose([self.value_ref])
                     self.cancel()
@@ -193,10 +166,10 @@ class CellRun:
             if not isinstance(cause, CellError):
                 raise
             self.payload = cause.info
-            self.finish_output(cause.info, emit)
+            self.emit_output(emit, True, cause.info.get("printed", True))
             raise cause from None
         self.payload = payload
-        self.finish_output(payload, emit)
+        self.emit_output(emit, True, payload.get("printed", True))
         return value
 
     def result_payload(self) -> dict[str, Any] | None:
@@ -238,24 +211,32 @@ def submit_cell(
     inputs: dict[str, Any],
     options: dict[str, Any],
     label: str,
+    echo: Emit | None = None,
 ) -> CellRun:
-    """Submit a cell through the same path as ``@distribute`` (validation, warnings, records)."""
-    from .. import _session
+    """Submit a cell through the same path as ``@distribute`` (validation, warnings, records).
+
+    Its output is a call's: a blocking cell's (``echo`` None) is handed to :meth:`CellRun.wait`'s
+    ``emit``; a ``--no-block`` cell's goes to an output area of the calling cell in a notebook
+    (as a task's does), else to ``echo`` as it arrives.
+    """
+    from .. import _output, _session
 
     _session.ensure()
-    cell_id = uuid.uuid4().hex
-    hub, hub_name = _output_hub()
+    router = _output.cell_router()
+    run_shown: deque[Chunks] = deque()
+    writer = run_shown.append if echo is None else (None if router.tasks else echo)
     spec = {
-        "cell_id": cell_id,
         "source": plan.source,
         "filename": filename,
         "has_value": plan.has_value,
         "assigned": plan.assigned,
-        "hub": hub_name,  # looked up by name on the first print, not shipped with each cell
     }
     call = _cell_function().options(**{"name": label, **options})
-    value_ref, payload_ref = call(spec, inputs)
-    return CellRun(value_ref, payload_ref, cell_id, hub, inputs)
+    with router.claim(label if writer is not None else None):
+        value_ref, payload_ref = call(spec, inputs)
+    if writer is not None:
+        router.track(value_ref, label, writer)
+    return CellRun(value_ref, payload_ref, inputs, run_shown)
 
 
 def unpicklable_inputs(inputs: dict[str, Any]) -> Iterable[tuple[str, Any, str]]:

@@ -34,7 +34,7 @@ import time
 import warnings
 from typing import Any
 
-from .._printed import muted
+from .._output import muted
 from . import (
     _candidates,
     _compile,

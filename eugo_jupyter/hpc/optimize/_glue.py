@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._printed import muted
+from .._output import muted
 from . import (
     _compile,
     _differs,

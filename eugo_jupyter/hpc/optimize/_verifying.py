@@ -11,7 +11,7 @@ import contextlib
 import time
 from typing import Any
 
-from .._printed import muted
+from .._output import muted
 from . import (
     _compile,
     _decide,

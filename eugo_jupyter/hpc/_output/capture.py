@@ -1,17 +1,10 @@
-"""The worker side of a call's printed lines, for a notebook: captured per call, sent to the hub.
+"""A running call's output, on the worker: ``sys.stdout``/``sys.stderr`` and descriptors 1, 2.
 
-When the driver is a notebook kernel, the function a task runs (and each method of an actor) is
-wrapped (:func:`wrap`, :func:`wrap_class`): while the call runs, ``sys.stdout``/``sys.stderr``
-send each write to the call's sink, which a thread sends to the session's output hub every
-:data:`~.cells.worker.FLUSH_INTERVAL` seconds, keyed by the call's task id, so the kernel can put
-each line under the cell that made *that* call (Ray's own log stream only names the function, and
-folds repeated lines). Which call a write belongs to is a context variable: each thread, and each
-asyncio task of an async actor, has its own, so calls running at once keep their own lines; a
-thread the call started itself has none, and writes to the call running alone in the process.
-Generators (Ray's streaming generators, sync and async) capture each step, and hand the lines of
-a step to the hub before Ray ships the item it yields. A call that printed sends what is left,
-and waits for the hub to have it, before it returns: when ``get`` has the value, the hub has the
-lines. A call that prints nothing sends nothing. Nothing here imports IPython.
+While a wrapped call runs (:mod:`.wrap`), ``sys.stdout``/``sys.stderr`` send each write to the
+call's sink (:class:`~.hub.CallSink`). Which call a write belongs to is a context variable: each
+thread, and each asyncio task of an async actor, has its own, so calls running at once keep their
+own lines; a thread the call started itself has none, and writes to the call running alone in
+the process.
 
 Output written straight to the file descriptors (C code, subprocesses) bypasses ``sys.stdout``:
 while a call runs, descriptors 1 and 2 point at files of this process (:class:`_Descriptors`),
@@ -24,20 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import inspect
 import io
 import os
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from .cells.worker import FLUSH_INTERVAL, Chunks, _Sink
+from .hub import FLUSH_INTERVAL, CallSink
 
-__all__ = ["FD_BYTES", "call_printing", "muted", "wrap", "wrap_class"]
+__all__ = ["FD_BYTES", "current", "muted", "printing"]
 
 #: At most this much of what one call writes straight to a descriptor is shown; the rest goes
 #: to Ray's log, as it would without a notebook.
@@ -46,84 +37,9 @@ FD_BYTES = 1 << 20
 _FDS = ((1, "stdout"), (2, "stderr"))
 
 #: The call whose code is running, in this thread or asyncio task.
-_current: contextvars.ContextVar[_CallSink | None] = contextvars.ContextVar(
+current: contextvars.ContextVar[CallSink | None] = contextvars.ContextVar(
     "eugo_call_sink", default=None
 )
-
-
-def _wait(ref: Any) -> None:
-    """Wait for the hub's reply ``ref``. In an async actor (its ``__init__``, plain and generator
-    methods) not with ``ray.get``, which Ray refuses there: it warns into the notebook. Its
-    future is set from Ray's own threads, so waiting on it cannot hold up its own reply."""
-    from .._raystate import in_async_actor
-
-    if in_async_actor():
-        ref.future().result()
-    else:
-        import ray
-
-        ray.get(ref)
-
-
-class _CallSink(_Sink):
-    """A call's sink, keyed by its task id, that names its node in its first batch."""
-
-    def __init__(self, hub_name: str) -> None:
-        import ray
-
-        context = ray.get_runtime_context()
-        super().__init__(hub_name, context.get_task_id() or "")
-        self._context = context
-        self.started = False
-
-    def add(self, stream: str, text: str) -> None:
-        if not self.started:
-            self.started = True
-            super().add("node", self._context.get_node_id()[:8])
-        super().add(stream, text)
-
-    def _tail(self) -> Chunks | None:
-        """Stop sending; what is left, or None when nothing was ever printed (nothing to wait
-        for)."""
-        tail: Chunks = self.close()
-        if not self.started or self.lost:
-            return None
-        return tail
-
-    def finish(self) -> None:
-        """Send the rest and wait until the hub holds every batch (only if anything printed)."""
-        tail = self._tail()
-        if tail is None:
-            return
-        if tail:
-            _wait(self._hub.write.remote(self._cell_id, self.sent, tail))
-            self.sent += 1
-        _wait(self._hub.done.remote(self._cell_id, self.sent))
-
-    async def finish_async(self) -> None:
-        """:meth:`finish` for an async actor: awaits the hub instead of blocking its loop."""
-        tail = self._tail()
-        if tail is None:
-            return
-        if tail:
-            await self._hub.write.remote(self._cell_id, self.sent, tail)
-            self.sent += 1
-        await self._hub.done.remote(self._cell_id, self.sent)
-
-    def _step_batch(self) -> Any:
-        """Send what a generator step printed now: the hub's reply, to wait on (or None)."""
-        return None if self.lost else self.send()
-
-    def sync(self) -> None:
-        """Before a generator yields: the lines of its step are at the hub."""
-        ref = self._step_batch()
-        if ref is not None:
-            _wait(ref)
-
-    async def sync_async(self) -> None:
-        ref = self._step_batch()
-        if ref is not None:
-            await ref
 
 
 class _Routed(io.TextIOBase):
@@ -138,7 +54,7 @@ class _Routed(io.TextIOBase):
     def write(self, text: str) -> int:
         if not text:
             return 0
-        sink = _current.get() or _redirect.alone()
+        sink = current.get() or _redirect.alone()
         if sink is None:
             return int(self._real.write(text) or 0) if self._real is not None else len(text)
         _descriptors.pull(sink)  # what C code wrote before this line comes first
@@ -163,7 +79,7 @@ class _Descriptors:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.owner: _CallSink | None = None
+        self.owner: CallSink | None = None
         self.saved: dict[int, int] = {}  # descriptor -> a duplicate of what it pointed at
         self.files: dict[int, int] = {}  # descriptor -> our file's descriptor
         self.read: dict[int, int] = {}  # descriptor -> bytes of our file already read
@@ -173,7 +89,7 @@ class _Descriptors:
         self.wake = threading.Event()
         self.fflush: Any = None  # C's fflush, looked up once (False where there is none)
 
-    def open(self, sink: _CallSink) -> None:
+    def open(self, sink: CallSink) -> None:
         with self.lock:
             if self.owner is not None:
                 return
@@ -223,7 +139,7 @@ class _Descriptors:
         if self.fflush:
             self.fflush(None)
 
-    def pull(self, sink: _CallSink) -> None:
+    def pull(self, sink: CallSink) -> None:
         """Send ``sink`` what was written to the descriptors since the last pull (its window)."""
         if self.owner is not sink:
             return
@@ -234,7 +150,7 @@ class _Descriptors:
                 if fd in self.saved:
                     self._pull_one(sink, fd, name)
 
-    def _pull_one(self, sink: _CallSink, fd: int, name: str) -> None:
+    def _pull_one(self, sink: CallSink, fd: int, name: str) -> None:
         mine = self.files[fd]
         try:
             size = os.fstat(mine).st_size
@@ -263,7 +179,7 @@ class _Descriptors:
                 with contextlib.suppress(OSError):
                     os.write(self.saved[fd], data)
 
-    def close(self, sink: _CallSink) -> None:
+    def close(self, sink: CallSink) -> None:
         if self.owner is not sink:
             return
         with self.lock:
@@ -309,15 +225,15 @@ class _Redirect:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running: list[_CallSink] = []
+        self.running: list[CallSink] = []
         self.saved: tuple[Any, Any] | None = None
 
-    def alone(self) -> _CallSink | None:
+    def alone(self) -> CallSink | None:
         """The call running alone here (its own threads have no context of their own)."""
         running = self.running
         return running[0] if len(running) == 1 else None
 
-    def enter(self, sink: _CallSink) -> None:
+    def enter(self, sink: CallSink) -> None:
         with self.lock:
             if not self.running:
                 for stream in (sys.stdout, sys.stderr):
@@ -331,7 +247,7 @@ class _Redirect:
             self.running.append(sink)
         _descriptors.open(sink)
 
-    def leave(self, sink: _CallSink) -> None:
+    def leave(self, sink: CallSink) -> None:
         _descriptors.close(sink)
         with self.lock:
             self.running.remove(sink)
@@ -345,15 +261,15 @@ _descriptors = _Descriptors()
 
 
 @contextlib.contextmanager
-def _printing(sink: _CallSink) -> Iterator[None]:
+def printing(sink: CallSink) -> Iterator[None]:
     """While inside: this thread's (or asyncio task's) prints are ``sink``'s."""
-    token = _current.set(sink)
+    token = current.set(sink)
     _redirect.enter(sink)
     try:
         yield
     finally:
         _redirect.leave(sink)
-        _current.reset(token)
+        current.reset(token)
 
 
 class _Discard(io.TextIOBase):
@@ -391,7 +307,7 @@ def muted() -> Iterator[None]:
             os.dup2(null, fd)
         os.close(null)
     discard = _Discard()
-    token = _current.set(discard)  # type: ignore[arg-type]
+    token = current.set(discard)  # type: ignore[arg-type]
     # Routed (a notebook's call), Python's prints follow the context; otherwise they go to
     # whatever sys.stdout is, swapped for the run (another thread's prints meanwhile too).
     swapped = None if isinstance(sys.stdout, _Routed) else (sys.stdout, sys.stderr)
@@ -400,7 +316,7 @@ def muted() -> Iterator[None]:
     try:
         yield
     finally:
-        _current.reset(token)
+        current.reset(token)
         if swapped is not None:
             sys.stdout, sys.stderr = swapped
         with _descriptors.lock:
@@ -408,141 +324,3 @@ def muted() -> Iterator[None]:
             for fd, copy in saved.items():
                 os.dup2(copy, fd)
                 os.close(copy)
-
-
-def call_printing(fn: Callable[..., Any], hub_name: str, args: tuple, kwargs: dict) -> Any:
-    """Run ``fn(*args, **kwargs)`` with its prints sent to the hub ``hub_name``.
-
-    Inside a call already printing here (a method calling another of its actor's), its prints
-    are that call's.
-    """
-    if _current.get() is not None:
-        return fn(*args, **kwargs)
-    sink = _CallSink(hub_name)
-    try:
-        with _printing(sink):
-            return fn(*args, **kwargs)
-    except Exception as exc:
-        from ._remote_tb import keep_frames
-
-        keep_frames(exc)  # for eugo.hpc.debug(future) in the notebook
-        raise
-    finally:
-        sink.finish()
-
-
-async def _awaited_printing(fn: Callable[..., Any], hub_name: str, args: tuple,
-                            kwargs: dict) -> Any:  # fmt: skip
-    if _current.get() is not None:
-        return await fn(*args, **kwargs)
-    sink = _CallSink(hub_name)
-    try:
-        with _printing(sink):
-            return await fn(*args, **kwargs)
-    finally:
-        await sink.finish_async()
-
-
-def _generator_printing(fn: Callable[..., Any], hub_name: str, args: tuple,
-                        kwargs: dict) -> Iterator[Any]:  # fmt: skip
-    if _current.get() is not None:
-        return (yield from fn(*args, **kwargs))
-    sink = _CallSink(hub_name)
-    inner = fn(*args, **kwargs)
-    try:
-        while True:
-            with _printing(sink):
-                try:
-                    item = next(inner)
-                except StopIteration as stop:
-                    return stop.value
-            sink.sync()
-            yield item
-    finally:
-        with _printing(sink):
-            inner.close()
-        sink.finish()
-
-
-async def _async_generator_printing(fn: Callable[..., Any], hub_name: str, args: tuple,
-                                    kwargs: dict) -> AsyncIterator[Any]:  # fmt: skip
-    if _current.get() is not None:
-        async for item in fn(*args, **kwargs):
-            yield item
-        return
-    sink = _CallSink(hub_name)
-    inner = fn(*args, **kwargs)
-    try:
-        while True:
-            with _printing(sink):
-                try:
-                    item = await inner.__anext__()
-                except StopAsyncIteration:
-                    return
-            await sink.sync_async()
-            yield item
-    finally:
-        with _printing(sink):
-            await inner.aclose()
-        await sink.finish_async()
-
-
-def _wrapped(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
-    """``fn`` with its prints sent to the hub; of the same kind (plain, coroutine, generator,
-    async generator), which Ray reads to run it, and named as ``fn``, which Ray names it by."""
-    if inspect.isasyncgenfunction(fn):
-
-        async def agen(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            async for item in _async_generator_printing(fn, hub_name, args, kwargs):
-                yield item
-
-        run: Callable[..., Any] = agen
-    elif inspect.isgeneratorfunction(fn):
-
-        def gen(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            return (yield from _generator_printing(fn, hub_name, args, kwargs))
-
-        run = gen
-    elif inspect.iscoroutinefunction(fn):
-
-        async def coro(*args: Any, **kwargs: Any) -> Any:
-            return await _awaited_printing(fn, hub_name, args, kwargs)
-
-        run = coro
-    else:
-
-        def plain(*args: Any, **kwargs: Any) -> Any:
-            return call_printing(fn, hub_name, args, kwargs)
-
-        run = plain
-    return functools.wraps(fn)(run)
-
-
-def wrap(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
-    """``fn`` as a task body whose prints go to the hub; Ray names the task after ``fn``."""
-    return _wrapped(fn, hub_name)
-
-
-def wrap_class(cls: type, hub_name: str) -> type:
-    """``cls`` as an actor class whose methods (and ``__init__``) send their prints to the hub.
-
-    A subclass named as ``cls``: the actor's state and methods are the class's own. Coroutine
-    and generator methods keep their kind (Ray runs an actor with a coroutine method as an async
-    actor, and a generator method as a streaming generator).
-    """
-    import types
-
-    namespace: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__[:-1]):
-        for name, member in vars(klass).items():
-            if not isinstance(member, types.FunctionType):
-                continue
-            # __init__ runs as the actor's creation task: its prints go under the creating cell.
-            if name.startswith("__") and name != "__init__":
-                continue
-            namespace[name] = _wrapped(member, hub_name)
-    wrapped = type(cls.__name__, (cls,), namespace)
-    wrapped.__qualname__ = cls.__qualname__
-    wrapped.__module__ = cls.__module__
-    wrapped.__doc__ = cls.__doc__
-    return wrapped

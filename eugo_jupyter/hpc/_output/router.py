@@ -1,52 +1,40 @@
-"""A call's printed lines in a notebook: under the cell that made the call, capped, never folded.
+"""The kernel's side of a call's output: which cell made each call, and the pump from the hub.
 
 Ray streams a worker's lines to whatever cell runs when they arrive (JupyterLab then shows them
 under the wrong cell, or drops them once the cell that made the call has finished), folds lines
-that several workers print alike, and names only the process. In a notebook kernel, eugo
-instead wraps each task's function (:mod:`._printed`): its lines travel to an output hub keyed
-by the call, and this module puts them into an output area that the calling cell owns (a
-display with a ``display_id``, created in that cell at its first call and updated later with
+that several workers print alike, and names only the process. Here each call's lines, taken from
+the hub (:mod:`.hub`), go into an output area that the calling cell owns (a display with a
+``display_id``, created in that cell at its first call and updated later with
 ``update_display``, which JupyterLab, Notebook 7 and VS Code route by id whatever cell runs
 now; JupyterLab and Notebook 7 are checked in a browser). Each line carries the function's
 name, and the node once more than one node printed into the cell. What the call's C code or
 subprocesses wrote to its descriptors arrives as streams of its own (``fd:stdout``,
-``fd:stderr``) and is shown the same way; a ``%%distribute --no-block`` cell's output, read
-from its cell's hub by the magic, is fed in through :func:`cell_writer`.
+``fd:stderr``) and is shown the same way. A call tracked with a *writer* (a blocking
+``%%distribute`` cell, whose prints are the cell's own) gets its chunks handed to it instead.
 
 A flood is capped: at most :data:`PER_CALL` lines of one call and :data:`PER_CELL` lines per
 cell are shown (``EUGO_OUTPUT_PER_CALL`` / ``EUGO_OUTPUT_PER_CELL`` change them), then one line
 says how many more there are; ``eugo.hpc.logs(fut)`` returns every line of a call.
-
-In a plain Python script nothing is wrapped and Ray prints as it always does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = [
-    "PER_CALL",
-    "PER_CELL",
-    "Router",
-    "cell_writer",
-    "connected",
-    "disconnect",
-    "logs",
-    "prepare",
-    "prepare_class",
-    "router",
-    "settle",
-    "task_ref",
-    "track_actor",
-    "track_method",
-]
+from .hub import Chunks
+
+__all__ = ["PER_CALL", "PER_CELL", "Router", "Writer", "task_ref"]
+
+#: Where the chunks of a call tracked with a writer go (streams ``stdout`` and ``stderr``).
+Writer = Callable[[Chunks], object]
 
 
 def _limit(name: str, default: int) -> int:
@@ -66,17 +54,17 @@ POLL = 0.25
 KEEP_CALLS = 100_000
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_INTERNAL = "eugo_jupyter."
 
 
 class _Call:
     """One call's lines: all of them (for ``logs``), and how many its cell showed."""
 
-    __slots__ = ("label", "area", "lines", "partial", "node", "finished")
+    __slots__ = ("label", "area", "writer", "lines", "partial", "node", "finished")
 
-    def __init__(self, label: str, area: _Area | None) -> None:
+    def __init__(self, label: str, area: _Area | None, writer: Writer | None = None) -> None:
         self.label = label
         self.area = area
+        self.writer = writer
         self.lines: list[str] = []
         self.partial: dict[str, str] = {}  # per stream: text after the last newline
         self.node = ""
@@ -137,8 +125,10 @@ class _Area:
 class Router:
     """The kernel's side: which cell made each call, and the pump from the hub to the cells."""
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: Any, tasks: bool) -> None:
         self.shell = shell
+        #: Whether every call's lines are routed (a notebook kernel), or only cells' (a shell).
+        self.tasks = tasks
         self.hub_name = f"eugo-calls-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.hub: Any = None
         self.cluster = ""  # the GCS address the hub lives on
@@ -146,6 +136,7 @@ class Router:
         self.areas: OrderedDict[str, _Area] = OrderedDict()  # cell's message id -> its area
         self.skip: set[str] = set()  # labels of eugo's own functions (not wrapped)
         self.actors: set[str] = set()  # class names whose methods were wrapped
+        self.claimed: str | None = None  # a label whose submitter tracks it itself
         self.lock = threading.RLock()
         self.thread: threading.Thread | None = None
         self.exported = False  # whether a wrapped function or class names the hub
@@ -159,7 +150,7 @@ class Router:
         # own, under the same name, so functions exported before still find it.
         cluster = ray.get_runtime_context().gcs_address
         if self.hub is None or self.cluster != cluster:
-            from .cells.worker import OutputHub
+            from .hub import OutputHub
 
             self.cluster = cluster
             self.hub = ray.remote(OutputHub).options(num_cpus=0, name=self.hub_name).remote()
@@ -171,46 +162,39 @@ class Router:
         header = getattr(self.shell, "parent_header", None) or {}
         return str(header.get("header", {}).get("msg_id", ""))
 
-    def track(self, ref: Any, label: str) -> _Call | None:
-        return self.track_task(task_ref(ref).task_id().hex(), label)
+    def track(self, ref: Any, label: str, writer: Writer | None = None) -> _Call | None:
+        return self.track_task(task_ref(ref).task_id().hex(), label, writer)
 
-    def track_task(self, task_id: str, label: str) -> _Call | None:
-        """Lines of the task ``task_id`` (hex) go under the cell running now, named ``label``."""
-        if label in self.skip:
+    def track_task(self, task_id: str, label: str, writer: Writer | None = None) -> _Call | None:
+        """Lines of the task ``task_id`` (hex) go under the cell running now, named ``label``
+        (or to ``writer``, as chunks)."""
+        if writer is None and (label in self.skip or label == self.claimed):
             return None
         with self.lock:
-            cell = self.cell()
-            area = self.areas.get(cell)
-            if area is None:
-                area = self.areas[cell] = _Area()
-                area.open()  # now, in the calling cell: lines printed later land here
-                while len(self.areas) > 1000:
-                    self.areas.popitem(last=False)
-            call = self.calls[task_id] = _Call(label, area)
+            area = None if writer is not None else self._area()
+            call = self.calls[task_id] = _Call(label, area, writer)
             while len(self.calls) > KEEP_CALLS:
                 self.calls.popitem(last=False)
             return call
 
-    def cell_writer(
-        self, ref: Any, label: str
-    ) -> Callable[[Iterable[tuple[str, str]] | None], None]:
-        """Where a ``%%distribute --no-block`` cell's output goes once its cell has finished:
-        into this cell's area, as the call ``ref`` (call it with the chunks read from the
-        cell's hub, then with ``None`` when the cell ended)."""
-        call = self.track(ref, label)
+    def _area(self) -> _Area:
+        cell = self.cell()
+        area = self.areas.get(cell)
+        if area is None:
+            area = self.areas[cell] = _Area()
+            area.open()  # now, in the calling cell: lines printed later land here
+            while len(self.areas) > 1000:
+                self.areas.popitem(last=False)
+        return area
 
-        def write(chunks: Iterable[tuple[str, str]] | None) -> None:
-            if call is None:
-                return
-            with self.lock:
-                if chunks is None:
-                    self._finish(call)
-                else:
-                    self._feed(call, chunks)
-                if call.area is not None:
-                    call.area.update()
-
-        return write
+    @contextlib.contextmanager
+    def claim(self, label: str | None) -> Iterator[None]:
+        """Calls named ``label`` submitted inside get no area: the submitter tracks them."""
+        self.claimed = label
+        try:
+            yield
+        finally:
+            self.claimed = None
 
     # -- collecting -----------------------------------------------------------------------
     def pump(self) -> None:
@@ -241,7 +225,15 @@ class Router:
                 if id(area) in touched:
                     area.update()
 
-    def _feed(self, call: _Call, chunks: Iterable[tuple[str, str]]) -> None:
+    def _feed(self, call: _Call, chunks: Chunks) -> None:
+        if call.writer is not None:  # as printed: fd:stdout is stdout, a note goes to stderr
+            call.writer(
+                [
+                    ("stderr" if s == "note" else s.removeprefix("fd:"), t + "\n" * (s == "note"))
+                    for s, t in chunks
+                    if s != "node"
+                ]
+            )
         for stream, text in chunks:
             if stream == "node":
                 call.node = text
@@ -296,164 +288,9 @@ class Router:
             return "".join(line + "\n" for line in lines)
 
 
-router: Router | None = None
-
-
-def disconnect() -> None:
-    """Stop collecting from the current cluster (before ``ray.shutdown``)."""
-    if router is not None:
-        router.disconnect()
-
-
-def connected() -> None:
-    """Just connected (again): functions exported before name the hub, so it is made on this
-    cluster before any of them runs here."""
-    if router is not None and router.exported:
-        router.ensure_hub()
-
-
-def _router() -> Router | None:
-    """The kernel's router, made on first use inside a notebook kernel; None elsewhere."""
-    global router
-    if router is None:
-        from ._progress import in_notebook
-
-        if os.environ.get("EUGO_OUTPUT", "cell") == "ray" or not in_notebook():
-            return None
-        from IPython import get_ipython
-
-        router = Router(get_ipython())
-        from . import _submissions
-
-        _submissions.on_remember = router.track
-    return router
-
-
-def prepare(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
-    """What to export for ``fn``: in a notebook, ``fn`` with its prints sent to the hub."""
-    active = _router()
-    if active is None:
-        return fn
-    if getattr(fn, "__module__", "").startswith(_INTERNAL) and not label.startswith("_execute"):
-        active.skip.add(label)
-        return fn
-    active.ensure_hub()
-    from ._printed import wrap
-
-    return wrap(fn, active.hub_name)
-
-
-class _NoTokenNotice:
-    """Drops Ray's start-up notice that token authentication is on (nothing to act on)."""
-
-    def filter(self, record: Any) -> bool:
-        return not str(record.getMessage()).startswith("Token authentication is enabled")
-
-
-def quiet_startup() -> None:
-    """In a notebook, keep Ray's start-up lines a user cannot act on out of the first cell."""
-    import logging
-
-    from .. import _raystate
-
-    if _router() is None:
-        return
-    logger = logging.getLogger(_raystate.TOKEN_NOTICE_LOGGER)
-    if not any(isinstance(f, _NoTokenNotice) for f in logger.filters):
-        logger.addFilter(_NoTokenNotice())
-    if "RAY_DEDUP_LOGS" not in os.environ:
-        # What still comes through Ray's own stream (lines past the routed ones' caps, a
-        # script's calls) is not folded either: a notebook shows every line.
-        _raystate.keep_every_log_line()
-
-
-def prepare_class(cls: type, label: str) -> type:
-    """What to export for an actor class: in a notebook, its methods' prints go to the hub."""
-    active = _router()
-    if active is None:
-        return cls
-    if getattr(cls, "__module__", "").startswith(_INTERNAL):
-        return cls
-    active.ensure_hub()
-    active.actors.add(label)
-    from ._printed import wrap_class
-
-    return wrap_class(cls, active.hub_name)
-
-
 def task_ref(ref: Any) -> Any:
     """The future that names the task behind ``ref``: a streaming generator's own (Ray's
     ``completed()``, the same task as every item it yields), else ``ref`` itself."""
     if not hasattr(ref, "task_id") and hasattr(ref, "completed"):
         return ref.completed()
     return ref
-
-
-def track_method(ref: Any, label: str) -> None:
-    """An actor method call was submitted (its class was prepared): its lines go under this cell."""
-    active = router
-    if active is not None and label.split(".")[0] in active.actors:
-        ref = task_ref(ref)
-        if hasattr(ref, "task_id"):
-            active.track(ref, label)
-
-
-def cell_writer(ref: Any, label: str) -> Callable[[Iterable[tuple[str, str]] | None], None] | None:
-    """In a notebook, where a ``%%distribute --no-block`` cell's output goes: an area of the
-    calling cell (call this in that cell), keyed by the cell's future ``ref``; else None."""
-    active = _router()
-    return None if active is None else active.cell_writer(ref, label)
-
-
-def track_actor(handle: Any, label: str) -> None:
-    """An actor of a prepared class was created: its ``__init__``'s lines go under this cell."""
-    active = router
-    if active is not None and label in active.actors:
-        from .._raystate import actor_creation_task
-
-        active.track_task(actor_creation_task(handle), label)
-
-
-def settle(refs: Iterable[Any]) -> None:
-    """Before ``get`` returns: the lines these calls printed are shown (a quiet call, or a
-    process without a notebook, costs nothing beyond a lookup)."""
-    active = router
-    if active is None or not active.calls:
-        return
-    calls = active.calls
-    for ref in refs:
-        try:
-            call = calls.get(ref.task_id().hex())
-        except AttributeError:
-            continue
-        if call is not None and not call.finished:
-            try:
-                active.pump()
-            except Exception:  # noqa: BLE001 - a lost hub loses output, never the value
-                pass
-            return
-
-
-def logs(future: Any) -> str:
-    """Every line a call printed, as text (its stdout and stderr, in the order printed).
-
-    >>> fut = chatty(3)                 # doctest: +SKIP
-    >>> print(eugo.hpc.logs(fut))       # doctest: +SKIP
-    """
-    active = router
-    if active is not None:
-        try:
-            active.pump()
-        except Exception:  # noqa: BLE001 - what was collected is still the answer
-            pass
-        text = active.text_of(future)
-        if text is not None:
-            return text
-    # Not a call this kernel collected (a script, or let go of): Ray's log files have it.
-    try:
-        from ray.util.state import get_log
-
-        task_id = task_ref(future).task_id().hex()
-        return "".join(line + "\n" for line in get_log(task_id=task_id))
-    except Exception:  # noqa: BLE001 - no dashboard, or the task printed nothing
-        return ""
