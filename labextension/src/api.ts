@@ -267,10 +267,44 @@ export const previewLaunch = (request: ILaunchRequest): Promise<IPlan> =>
 export const listProfiles = (): Promise<IProfile[]> =>
   requestAPI<IProfile[]>('profiles');
 
+/** One field of a kind's launch form, as the server declares it: a key of the body's part
+ * named after the kind (a dotted key, `head.cpus`, goes that deep into it). */
+export interface IFormField {
+  key: string;
+  label: string;
+  type: 'text' | 'count' | 'lines';
+  default: string | number;
+  placeholder?: string;
+  title?: string;
+  min?: number;
+  max?: number;
+}
+
+/** A kind's launch form: "nodes" is the local form's node rows, "fields" the fields below. */
+export interface IKindForm {
+  label: string;
+  widget: 'nodes' | 'fields';
+  rank: number;
+  hint: string;
+  fields: IFormField[];
+}
+
 /** What the server says of each kind (`GET /eugo/kinds`); `available` only where it varies. */
 export interface IKindInfo {
   label?: string;
   available?: boolean;
+  /** Its launch form; null for a kind launched elsewhere in the panel (ssh, connect). */
+  form?: IKindForm | null;
+}
+
+/** The kinds the launch section offers, in the server's order, with their forms. */
+export function launchKinds(
+  kinds: Record<string, IKindInfo>
+): { kind: string; form: IKindForm }[] {
+  return Object.entries(kinds)
+    .filter(([, info]) => info.form && info.available !== false)
+    .map(([kind, info]) => ({ kind, form: info.form as IKindForm }))
+    .sort((a, b) => a.form.rank - b.form.rank);
 }
 
 export const listKinds = (): Promise<Record<string, IKindInfo>> =>
