@@ -321,3 +321,43 @@ def test_a_one_minute_wall_time_ends_the_cluster_and_says_why(case: Case) -> Non
         backend.release(record)
     finally:
         assert backend.stop(record) == []
+
+
+def test_the_form_the_panel_renders_is_the_one_the_backend_checks(case: Case) -> None:
+    """``GET /eugo/kinds`` serves each kind's form; the panel has no copy of its fields."""
+    form = case.backend.form_model()
+    if form is None or form["widget"] == "nodes":
+        pytest.skip("a kind launched by a form of its own")
+    keys = [f["key"] for f in form["fields"]]
+    if isinstance(case.backend, BatchBackend):
+        assert keys == list(case.backend.facts()["fields"])  # one list: checked and rendered
+    defaults = {f["key"]: f["default"] for f in form["fields"] if f["default"] != ""}
+    for f in form["fields"]:
+        assert f["label"] and f["type"] in ("text", "count", "lines")
+        if f["type"] == "count":
+            assert f["min"] <= f["default"] <= f["max"]
+    if isinstance(case.backend, BatchBackend):  # the form's defaults are a valid launch
+        case.backend.validate({"kind": case.backend.kind, case.backend.kind: defaults})
+
+
+def test_a_script_can_go_to_the_submit_command_on_its_standard_input(tmp_path: Path) -> None:
+    """LSF's ``bsub < script`` (dask-jobqueue's ``LSFJob._submit_job``): the base's hook, on the
+    fake PBS commands, whose ``qsub`` reads a script from its standard input as PBS's does."""
+    from eugo_jupyter.server.backends.pbs import PbsBackend
+    from tests.fixtures.fake_pbs import fake_pbs
+
+    class ThroughStdin(PbsBackend, register=False):
+        submit_through_stdin = True
+
+        def submit_command(self, folder: str, cluster_id: str, role: str) -> list[str]:
+            return ["qsub", "-N", f"eugo-{cluster_id}-{role}"]
+
+    with fake_pbs(tmp_path) as variables:
+        case = Case(ThroughStdin(str(tmp_path / "shared")), {"kind": "pbs", "pbs": {}}, "pbs")
+        for _ in _in_env(variables, case):
+            backend, record = _batch_launch(case, {})
+            try:
+                jobs = backend.state(record).detail["jobs"]
+                assert [(j["role"], j["state"]) for j in jobs] == [("head", "R")]
+            finally:
+                assert backend.stop(record) == []

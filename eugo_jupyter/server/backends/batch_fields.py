@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...exceptions import OptionsError
 from .. import requests
 from .base import FormField
-
-if TYPE_CHECKING:  # the scheduler: what the checks read of it (its form's syntax)
-    from .batch import BatchBackend as Scheduler
 
 __all__ = [
     "GPUS", "MAX_NODES", "MEMORY", "NODES", "BatchSpec", "check", "cpus", "extra",
@@ -75,6 +72,32 @@ class BatchSpec:
 
     def to_model(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.values.items()}
+
+
+class Scheduler(Protocol):
+    """What the checks read of a scheduler (a :class:`.batch.BatchBackend`): its form's syntax."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def directive(self) -> str: ...  # "#SBATCH", "#$", "#PBS"
+    @property
+    def walltime_pattern(self) -> re.Pattern[str]: ...
+    @property
+    def walltime_rule(self) -> str: ...
+    @property
+    def extra_pattern(self) -> re.Pattern[str]: ...  # one extra line: (option, argument)
+    @property
+    def extra_example(self) -> str: ...
+    @property
+    def extra_joiner(self) -> str: ...
+    @property
+    def own_options(self) -> frozenset[str]: ...
+    def walltime_seconds(self, value: str) -> int: ...
+    def extra_refused(self, option: str, argument: str) -> str | None: ...
+    def field_default(self, key: str) -> Any: ...
 
 
 def extra_lines(value: Any, field: str, directive: str) -> list[tuple[int, str]]:

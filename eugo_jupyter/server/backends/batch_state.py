@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...exceptions import SchedulerError
 from .base import Observed
-
-if TYPE_CHECKING:
-    from .batch import BatchBackend
 
 __all__ = ["JobState", "ended_sentence", "observe"]
 
@@ -37,7 +34,18 @@ class JobState:
     end: str | None = None
 
 
-def observe(backend: BatchBackend, record: dict[str, Any]) -> Observed:
+class Scheduler(Protocol):
+    """What the reading uses of a scheduler (a :class:`.batch.BatchBackend`)."""
+
+    @property
+    def label(self) -> str: ...
+    def record_part(self, record: dict[str, Any]) -> dict[str, Any]: ...
+    def query(self, job_ids: list[str], record: dict[str, Any]) -> dict[str, JobState]: ...
+    def pending_sentence(self, job: JobState, spec: dict[str, Any]) -> tuple[str, bool]: ...
+    def log_path(self, folder: Path, job: dict[str, Any]) -> Path: ...
+
+
+def observe(backend: Scheduler, record: dict[str, Any]) -> Observed:
     """What the scheduler and the shared folder say now; reads only, changes nothing."""
     part = backend.record_part(record)
     jobs = part.get("jobs", [])
@@ -97,7 +105,7 @@ def observe(backend: BatchBackend, record: dict[str, Any]) -> Observed:
     return observed
 
 
-def ended_sentence(backend: BatchBackend, head: dict[str, Any], part: dict[str, Any]) -> str:
+def ended_sentence(backend: Scheduler, head: dict[str, Any], part: dict[str, Any]) -> str:
     """Why the cluster ended, from how its head's job ended."""
     job, state, end = head["id"], head["state"], head.get("_end")
     if end == "timeout":
