@@ -88,11 +88,13 @@ class FormField:
     high: int = 4096
     pattern: Any = None  # a re.Pattern for a word of another shape than the base's
     rule: str = ""  # what the pattern allows, as the end of the refusal's sentence
+    suggested: str | int | None = None  # the form's first value, where not the default
 
     def to_model(self) -> dict[str, Any]:
         kind = {"count": "count", "lines": "lines"}.get(self.check, "text")
         model: dict[str, Any] = {"key": self.key, "label": self.label, "type": kind,
-                                 "default": self.default}  # fmt: skip
+                                 "default": self.default if self.suggested is None
+                                 else self.suggested}  # fmt: skip
         if kind == "count":
             model.update(min=self.low, max=self.high)
         model.update({k: v for k, v in (("placeholder", self.placeholder),

@@ -31,7 +31,8 @@ __all__ = [
 MAX_NODES = 256
 WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
-NODES = FormField("nodes", "Nodes", "count", default=2, low=1, high=MAX_NODES)
+# A launch body without nodes asks for one; the panel's form starts at two (a head and a worker).
+NODES = FormField("nodes", "Nodes", "count", default=1, low=1, high=MAX_NODES, suggested=2)
 GPUS = FormField("gpus_per_node", "GPUs per node", "count", default=0, low=0, high=64)
 MEMORY = FormField("memory_per_node", "Memory per node", "memory",
                    placeholder="e.g. 16GB (optional)")  # fmt: skip
