@@ -308,8 +308,11 @@ class ClusterManager:
         return copy.deepcopy(self._profiles)
 
     def kinds(self) -> dict[str, dict[str, Any]]:
-        """Each kind's facts (``GET /eugo/kinds``), by kind."""
-        return {kind: backend.facts() for kind, backend in self.backends.items()}
+        """Each kind's facts and launch form (``GET /eugo/kinds``), by kind."""
+        return {
+            kind: {**backend.facts(), "form": backend.form_model()}
+            for kind, backend in self.backends.items()
+        }
 
     def _validate(self, body: Any) -> tuple[Backend, Spec]:
         if isinstance(body, dict) and "profile" in body:

@@ -6,8 +6,8 @@ import type { IRunFindings } from './panel/findings';
 
 export type ClusterStatus =
   'starting' | 'running' | 'stopping' | 'stopped' | 'error';
-export type ClusterKind =
-  'local' | 'connect' | 'ssh' | 'found' | 'slurm' | 'gridengine';
+/** A kind the server has (`GET /eugo/kinds`), or "found" (a cluster it did not start). */
+export type ClusterKind = string;
 export type Lifetime = 'server' | 'persistent';
 
 /** One GPU on a node, as NVML reports it (fields absent where NVML is not available). */
@@ -76,9 +76,6 @@ export interface ICluster {
   };
   /** True: the card offers Add node / Remove node. */
   scalable?: boolean;
-  /** The batch scheduler's side, under the kind's name ("slurm", "gridengine"). */
-  slurm?: IBatchState;
-  gridengine?: IBatchState;
   /** What the server says about this kind, so the panel never tests kinds by name. */
   facts?: IKindFacts | null;
   /** True: the error will not clear by itself (the server's rule). */
@@ -135,26 +132,6 @@ export interface IBatchRequest {
   [part: string]: unknown;
 }
 
-export interface ISlurmSpec {
-  partition?: string;
-  account?: string;
-  walltime: string;
-  nodes: number;
-  cpus_per_node: number;
-  gpus_per_node: number;
-  memory_per_node?: string;
-  extra?: string;
-}
-
-export interface ISlurmRequest {
-  kind: 'slurm';
-  name: string;
-  lifetime: Lifetime;
-  slurm: ISlurmSpec;
-  /** A launch profile the server offers; its fixed fields win. */
-  profile?: string;
-}
-
 /** A launch profile from the server's configuration (`GET /eugo/profiles`). */
 export interface IProfile {
   name: string;
@@ -190,7 +167,7 @@ export interface ILocalRequest {
 }
 
 /** Any launch body: local nodes on this machine or a batch scheduler's jobs. */
-export type ILaunchRequest = ILocalRequest | ISlurmRequest | IBatchRequest;
+export type ILaunchRequest = ILocalRequest | IBatchRequest;
 
 export interface IConnectRequest {
   kind: 'connect';
@@ -267,10 +244,44 @@ export const previewLaunch = (request: ILaunchRequest): Promise<IPlan> =>
 export const listProfiles = (): Promise<IProfile[]> =>
   requestAPI<IProfile[]>('profiles');
 
+/** One field of a kind's launch form, as the server declares it: a key of the body's part
+ * named after the kind (a dotted key, `head.cpus`, goes that deep into it). */
+export interface IFormField {
+  key: string;
+  label: string;
+  type: 'text' | 'count' | 'lines';
+  default: string | number;
+  placeholder?: string;
+  title?: string;
+  min?: number;
+  max?: number;
+}
+
+/** A kind's launch form: "nodes" is the local form's node rows, "fields" the fields below. */
+export interface IKindForm {
+  label: string;
+  widget: 'nodes' | 'fields';
+  rank: number;
+  hint: string;
+  fields: IFormField[];
+}
+
 /** What the server says of each kind (`GET /eugo/kinds`); `available` only where it varies. */
 export interface IKindInfo {
   label?: string;
   available?: boolean;
+  /** Its launch form; null for a kind launched elsewhere in the panel (ssh, connect). */
+  form?: IKindForm | null;
+}
+
+/** The kinds the launch section offers, in the server's order, with their forms. */
+export function launchKinds(
+  kinds: Record<string, IKindInfo>
+): { kind: string; form: IKindForm }[] {
+  return Object.entries(kinds)
+    .filter(([, info]) => info.form && info.available !== false)
+    .map(([kind, info]) => ({ kind, form: info.form as IKindForm }))
+    .sort((a, b) => a.form.rank - b.form.rank);
 }
 
 export const listKinds = (): Promise<Record<string, IKindInfo>> =>

@@ -5,10 +5,15 @@ gives each test a backend: the fake (``tests/fixtures/fake_backend.py``), the lo
 (real Ray processes), SLURM (a real slurmctld and two slurmd) and Grid Engine (a real private
 cell). The contract: validate accepts a body and refuses an unknown key by name; plan starts
 nothing; start, state, scale (where offered), stop (nothing left) and adopt (a stopped record is
-forgotten); the model's facts about the kind. The ssh backend's real part (hosts in network
-namespaces) is its own test bed's (tests/testbed), and ``connect`` starts nothing. The kubernetes
-backend runs against the mock API server of ``tests/fixtures/kube_api.py`` with its double of the
-KubeRay operator: no Kubernetes API server can run on these machines.
+forgotten); the model's facts about the kind. The batch schedulers share more: every bad field is
+refused by name before anything is submitted (one table per scheduler), a request no node can
+ever satisfy is said to be so, and a one-minute wall time ends the cluster with a sentence that
+says so. PBS runs here only as fake ``qsub``/``qstat``/``qdel`` commands
+(``tests/fixtures/fake_pbs.py``): Debian packages no PBS (neither OpenPBS nor Torque). The ssh
+backend's real part (hosts in network namespaces) is its own test bed's (tests/testbed), and
+``connect`` starts nothing. The kubernetes backend runs against the mock API server of
+``tests/fixtures/kube_api.py`` with its double of the KubeRay operator: no Kubernetes API server
+can run on these machines.
 """
 
 from __future__ import annotations
@@ -87,6 +92,17 @@ def _gridengine(tmp: Path) -> Iterator[Case]:
                                                 "gridengine"))  # fmt: skip
 
 
+def _pbs(tmp: Path) -> Iterator[Case]:
+    """Fake PBS commands (no PBS can be installed here); a wall time passes 60 times faster."""
+    from eugo_jupyter.server.backends.pbs import PbsBackend
+    from tests.fixtures.fake_pbs import fake_pbs
+
+    with fake_pbs(tmp) as variables:
+        body = {"kind": "pbs", "pbs": {"nodes": 2}}
+        yield from _in_env({**variables, "FAKE_PBS_SPEED": "60"},
+                           Case(PbsBackend(str(tmp / "shared")), body, "pbs"))  # fmt: skip
+
+
 def _in_env(variables: dict[str, str], case: Case) -> Iterator[Case]:
     gen = _with_env(variables)
     next(gen)
@@ -117,7 +133,7 @@ def _kubernetes(tmp: Path) -> Iterator[Case]:
 
 
 CASES = {"fake": _fake, "local": _local, "slurm": _slurm, "gridengine": _gridengine,
-         "kubernetes": _kubernetes}  # fmt: skip
+         "pbs": _pbs, "kubernetes": _kubernetes}  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -185,3 +201,163 @@ def test_start_state_scale_stop_and_adopt(case: Case) -> None:
         left = backend.stop(record)
     assert left == []
     assert backend.adopt(record) is None  # nothing of it lives: a restarted server forgets it
+
+
+# -- the batch schedulers' shared scenarios
+
+BAD_FIELDS = {
+    "slurm": [
+        ({"partition": "gpu;rm -rf ~"}, "slurm.partition='gpu;rm -rf ~' is not allowed"),
+        ({"account": "a b"}, "slurm.account='a b' is not allowed"),
+        ({"walltime": "1 hour"}, "slurm.walltime='1 hour' is not allowed"),
+        ({"walltime": "00:00:30"}, "is too short"),
+        ({"nodes": 0}, "slurm.nodes=0 is out of range"),
+        ({"nodes": 2.5}, "slurm.nodes=2.5 is not allowed"),
+        ({"cpus_per_node": "four"}, "slurm.cpus_per_node='four' is not allowed"),
+        ({"gpus_per_node": -1}, "slurm.gpus_per_node=-1 is out of range"),
+        ({"memory_per_node": "lots"}, "slurm.memory_per_node='lots' is not allowed"),
+        ({"extra": "--qos=short\n--comment=$(reboot)"}, "line 2 '--comment=$(reboot)'"),
+        ({"extra": ["--qos=a b"]}, "line 1 '--qos=a b' is not allowed"),
+        ({"extra": "--output=/etc/passwd"}, "the manager sets --output itself"),
+        ({"extra": 5}, "give up to 32 #SBATCH options"),
+        ({"queue": "x"}, "Unknown key 'queue' in slurm"),
+    ],
+    "gridengine": [
+        ({"queue": "all.q;reboot"}, "gridengine.queue='all.q;reboot' is not allowed"),
+        ({"project": "a b"}, "gridengine.project='a b' is not allowed"),
+        ({"parallel_environment": "$(id)"}, "gridengine.parallel_environment='$(id)' is not"),
+        ({"walltime": "90"}, "gridengine.walltime='90' is not allowed"),
+        ({"walltime": "00:00:30"}, "is too short"),
+        ({"nodes": 0}, "gridengine.nodes=0 is out of range"),
+        ({"cpus_per_node": "four"}, "gridengine.cpus_per_node='four' is not allowed"),
+        ({"memory_per_node": "lots"}, "gridengine.memory_per_node='lots' is not allowed"),
+        ({"memory_per_node": "1GiB", "memory_resource": "mem job"}, "gridengine.memory_resource="),
+        ({"memory_per_node": "1GiB", "memory_resource": ""}, "needs gridengine.memory_resource"),
+        ({"extra": "-l gpu=1\n-ac x=$(reboot)"}, "line 2 '-ac x=$(reboot)' is not allowed"),
+        ({"extra": ["-o /etc/passwd"]}, "the manager sets -o itself"),
+        ({"extra": ["-l h_rt=99:00:00"]}, "the manager sets h_rt itself"),
+        ({"extra": 5}, "give up to 32 #$ options"),
+        ({"partition": "x"}, "Unknown key 'partition' in gridengine"),
+    ],
+    "pbs": [
+        ({"queue": "workq;reboot"}, "pbs.queue='workq;reboot' is not allowed"),
+        ({"account": "a b"}, "pbs.account='a b' is not allowed"),
+        ({"walltime": "90"}, "pbs.walltime='90' is not allowed"),
+        ({"walltime": "00:00:30"}, "is too short"),
+        ({"nodes": 300}, "pbs.nodes=300 is out of range"),
+        ({"gpus_per_node": "one"}, "pbs.gpus_per_node='one' is not allowed"),
+        ({"memory_per_node": "lots"}, "pbs.memory_per_node='lots' is not allowed"),
+        ({"extra": "-l place=excl\n-W x=$(reboot)"}, "line 2 '-W x=$(reboot)' is not allowed"),
+        ({"extra": ["-o /etc/passwd"]}, "the manager sets -o itself"),
+        ({"extra": ["-l select=4:ncpus=8"]}, "the manager sets select itself"),
+        ({"extra": 5}, "give up to 32 #PBS options"),
+        ({"partition": "x"}, "Unknown key 'partition' in pbs"),
+    ],
+}
+
+
+def _scheduler(kind: str) -> BatchBackend:
+    from eugo_jupyter.server.backends.gridengine import GridEngineBackend
+    from eugo_jupyter.server.backends.pbs import PbsBackend
+    from eugo_jupyter.server.backends.slurm import SlurmBackend
+
+    return {"slurm": SlurmBackend, "gridengine": GridEngineBackend, "pbs": PbsBackend}[kind]()
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "says"),
+    [(kind, fields, says) for kind, rows in BAD_FIELDS.items() for fields, says in rows],
+)
+def test_every_bad_field_is_refused_by_name_before_anything_runs(
+    kind: str, fields: dict[str, Any], says: str
+) -> None:
+    """Validation only: no scheduler is asked (the REST API answers 400 with the sentence)."""
+    with pytest.raises(OptionsError) as info:
+        _scheduler(kind).validate({"kind": kind, kind: fields})
+    assert says in str(info.value)
+
+
+def _until(backend: Backend, record: dict[str, Any], done: Any, what: str) -> Any:
+    deadline = time.monotonic() + 600  # a shared machine: a job may take long to start
+    while True:
+        observed = backend.state(record)
+        if done(observed):
+            return observed
+        assert time.monotonic() < deadline, f"{backend.label} never got there: {what}"
+        time.sleep(0.5)
+
+
+def _batch_launch(case: Case, fields: dict[str, Any]) -> tuple[BatchBackend, dict[str, Any]]:
+    backend = case.backend
+    if not isinstance(backend, BatchBackend):
+        pytest.skip("a batch scheduler's scenario")
+    spec = backend.validate(_with_part(case, {"nodes": 1, **fields}))
+    record: dict[str, Any] = {"id": f"c-{secrets.token_hex(4)}", "kind": spec.kind,
+                              "spec": spec.to_model()}  # fmt: skip
+    record.update(backend.start(spec, record, 600.0))
+    return backend, record
+
+
+def test_a_request_no_node_can_run_is_said_to_be_impossible(case: Case) -> None:
+    backend, record = _batch_launch(case, {"cpus_per_node": 64})
+    try:
+        observed = _until(backend, record, lambda o: o.blocked, "the job blocked")
+        job = observed.detail["jobs"][0]
+        assert observed.blocked == (
+            f"{backend.label} cannot run job {job['id']} (head) as asked: {job['reason']}."
+        )
+        assert "launch with" in job["reason"]  # what to change
+    finally:
+        assert backend.stop(record) == []
+
+
+def test_a_one_minute_wall_time_ends_the_cluster_and_says_why(case: Case) -> None:
+    backend, record = _batch_launch(case, {"walltime": "00:01:00"})
+    try:
+        observed = _until(backend, record, lambda o: o.ended, "the wall time ended the job")
+        assert observed.ended.startswith(
+            f"The wall time (00:01:00) ran out: {backend.label} ended job"
+        )
+        backend.release(record)
+    finally:
+        assert backend.stop(record) == []
+
+
+def test_the_form_the_panel_renders_is_the_one_the_backend_checks(case: Case) -> None:
+    """``GET /eugo/kinds`` serves each kind's form; the panel has no copy of its fields."""
+    form = case.backend.form_model()
+    if form is None or form["widget"] == "nodes":
+        pytest.skip("a kind launched by a form of its own")
+    keys = [f["key"] for f in form["fields"]]
+    if isinstance(case.backend, BatchBackend):
+        assert keys == list(case.backend.facts()["fields"])  # one list: checked and rendered
+    defaults = {f["key"]: f["default"] for f in form["fields"] if f["default"] != ""}
+    for f in form["fields"]:
+        assert f["label"] and f["type"] in ("text", "count", "lines")
+        if f["type"] == "count":
+            assert f["min"] <= f["default"] <= f["max"]
+    if isinstance(case.backend, BatchBackend):  # the form's defaults are a valid launch
+        case.backend.validate({"kind": case.backend.kind, case.backend.kind: defaults})
+
+
+def test_a_script_can_go_to_the_submit_command_on_its_standard_input(tmp_path: Path) -> None:
+    """LSF's ``bsub < script`` (dask-jobqueue's ``LSFJob._submit_job``): the base's hook, on the
+    fake PBS commands, whose ``qsub`` reads a script from its standard input as PBS's does."""
+    from eugo_jupyter.server.backends.pbs import PbsBackend
+    from tests.fixtures.fake_pbs import fake_pbs
+
+    class ThroughStdin(PbsBackend, register=False):
+        submit_through_stdin = True
+
+        def submit_command(self, folder: str, cluster_id: str, role: str) -> list[str]:
+            return ["qsub", "-N", f"eugo-{cluster_id}-{role}"]
+
+    with fake_pbs(tmp_path) as variables:
+        case = Case(ThroughStdin(str(tmp_path / "shared")), {"kind": "pbs", "pbs": {}}, "pbs")
+        for _ in _in_env(variables, case):
+            backend, record = _batch_launch(case, {})
+            try:
+                jobs = backend.state(record).detail["jobs"]
+                assert [(j["role"], j["state"]) for j in jobs] == [("head", "R")]
+            finally:
+                assert backend.stop(record) == []

@@ -2,13 +2,13 @@
 
 One two-node cluster (a head job and a worker job) is shared by the module, as in
 test_slurm.py: preview, launch qw -> r, a kernel runs a task on the worker node, Add node /
-Remove node, shutdown with nothing left. Other tests launch what the cell can never run (more
-slots than it has) or refuse a bad field before anything is submitted.
+Remove node, shutdown with nothing left. What every scheduler shares (the bad-field table, a
+request no node can run, a one-minute wall time) is the contract suite's
+(tests/server/test_backend_contract.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -217,25 +217,6 @@ async def test_shutdown_deletes_the_jobs_and_leaves_no_process(
     assert listed == []
 
 
-async def test_more_slots_than_the_cell_has_is_explained_as_never_satisfiable(
-    jp_fetch: Any, cell: GridEngine
-) -> None:
-    body = {"kind": "gridengine", "name": "too big", "gridengine": {"cpus_per_node": 64}}
-    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
-    try:
-        model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "error", [])
-        job = model["gridengine"]["jobs"][0]
-        assert job["state"] == "qw"
-        assert job["reason"].startswith(
-            "no queue of this cluster can ever run it as asked (qalter -w v: no suitable queues)"
-        )
-        assert model["error"].startswith(f"Grid Engine cannot run job {job['id']} (head) as asked")
-        assert model["final_error"] is False  # a scheduler may still change its mind
-    finally:
-        await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert _qstat(cell) == ""
-
-
 async def test_an_unknown_queue_is_refused_with_grid_engines_message(
     jp_fetch: Any, cell: GridEngine, shared: Path
 ) -> None:
@@ -250,67 +231,6 @@ async def test_an_unknown_queue_is_refused_with_grid_engines_message(
     assert list(shared.glob("c-*")) == []  # nothing half made is left
 
 
-@pytest.mark.parametrize(
-    ("fields", "says"),
-    [
-        ({"queue": "all.q;reboot"}, "gridengine.queue='all.q;reboot' is not allowed"),
-        ({"project": "a b"}, "gridengine.project='a b' is not allowed"),
-        ({"parallel_environment": "$(id)"}, "gridengine.parallel_environment='$(id)' is not"),
-        ({"walltime": "90"}, "gridengine.walltime='90' is not allowed"),
-        ({"walltime": "00:00:30"}, "is too short"),
-        ({"nodes": 0}, "gridengine.nodes=0 is out of range"),
-        ({"cpus_per_node": "four"}, "gridengine.cpus_per_node='four' is not allowed"),
-        ({"memory_per_node": "lots"}, "gridengine.memory_per_node='lots' is not allowed"),
-        ({"memory_per_node": "1GiB", "memory_resource": "mem job"}, "gridengine.memory_resource="),
-        ({"extra": "-l gpu=1\n-ac x=$(reboot)"}, "line 2 '-ac x=$(reboot)' is not allowed"),
-        ({"extra": ["-o /etc/passwd"]}, "the manager sets -o itself"),
-        ({"extra": ["-l h_rt=99:00:00"]}, "the manager sets h_rt itself"),
-        ({"extra": 5}, "give up to 32 #$ options"),
-        ({"partition": "x"}, "Unknown key 'partition' in gridengine"),
-    ],
-)
-async def test_every_bad_field_is_a_400_that_names_it(
-    jp_fetch: Any, fields: dict[str, Any], says: str
-) -> None:
-    for path in (("eugo", "clusters"), ("eugo", "clusters", "preview")):
-        body = {"kind": "gridengine", "gridengine": fields}
-        code, message = await error_of(jp_fetch, *path, method="POST", body=json.dumps(body))
-        assert code == 400
-        assert says in message
-
-
-async def test_memory_without_a_consumable_names_the_setting(jp_fetch: Any) -> None:
-    """Sites name their memory consumable differently; with none configured or given, a memory
-    request is refused rather than guessed (h_vmem would kill Ray)."""
-    body = {"kind": "gridengine", "gridengine": {"memory_per_node": "1GiB", "memory_resource": ""}}
-    from eugo_jupyter.server.backends.gridengine import GridEngineBackend
-
-    with pytest.raises(Exception, match="needs gridengine.memory_resource"):
-        GridEngineBackend().validate(body)
-
-
-async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
-    jp_fetch: Any, cell: GridEngine
-) -> None:
-    body = {"kind": "gridengine", "name": "short", "gridengine": {"walltime": "00:01:00"}}
-    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
-    seen: list[str] = []
-    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped", seen)
-    assert "r" in seen  # it ran, then h_rt ended it
-    assert model["error"].startswith("The wall time (00:01:00) ran out: Grid Engine ended job")
-    assert model["gridengine"]["jobs"][0]["state"] == "wall time"
-    from eugo_jupyter import records
-
-    assert records.read_record(model["id"]) is None  # kernels no longer pick it
-    await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert _qstat(cell) == ""
-    jobs = [j["id"] for j in model["gridengine"]["jobs"]]
-    end = time.monotonic() + 120  # h_rt's SIGKILL takes Ray's processes with the job
-    while _ray_processes_of(jobs):
-        assert time.monotonic() < end, _ray_processes_of(jobs)
-        await asyncio.sleep(0.5)
-
-
 def test_a_worker_job_follows_a_head_that_started_again_on_new_ports(
     cell: GridEngine, tmp_path: Path
 ) -> None:
@@ -321,7 +241,6 @@ def test_a_worker_job_follows_a_head_that_started_again_on_new_ports(
     import secrets
     import socket
     import tempfile
-    import time
 
     from eugo_jupyter.server import monitor
     from eugo_jupyter.server.backends import local

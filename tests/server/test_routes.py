@@ -134,3 +134,19 @@ async def test_adding_a_node_to_an_unknown_id_is_404(jp_fetch: Any) -> None:
         jp_fetch, "eugo", "clusters", "c-nothere", "nodes", method="POST", body="{}"
     )
     assert code == 404 and "No cluster with id 'c-nothere'" in message
+
+
+async def test_kinds_serve_each_launch_form_the_panel_renders(jp_fetch: Any) -> None:
+    """The panel has no table of its own: the forms, their order and limits come from here."""
+    kinds = json.loads((await jp_fetch("eugo", "kinds")).body)
+    forms = {kind: k["form"] for kind, k in kinds.items() if k["form"]}
+    order = sorted(forms, key=lambda kind: forms[kind]["rank"])
+    assert order[:3] == ["local", "slurm", "gridengine"] and "pbs" not in kinds
+    assert forms["local"]["widget"] == "nodes" and kinds["ssh"]["form"] is None
+    slurm = {f["key"]: f for f in forms["slurm"]["fields"]}
+    assert slurm["nodes"] == {"key": "nodes", "label": "Nodes", "type": "count", "default": 2,
+                              "min": 1, "max": 256}  # fmt: skip
+    assert slurm["extra"]["label"] == "Extra #SBATCH lines"
+    assert forms["slurm"]["hint"].startswith("The Ray head runs in a SLURM job of its own")
+    kube = [f["key"] for f in forms["kubernetes"]["fields"]]
+    assert "worker_groups.0.replicas" in kube  # nested in the body by the panel

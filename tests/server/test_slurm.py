@@ -2,8 +2,9 @@
 
 One two-node cluster (a head job and a worker job) is shared by the module, as in
 test_clusters.py: preview, launch PENDING -> RUNNING, a kernel runs a task on the worker node,
-Add node / Remove node, shutdown with nothing left. Other tests launch their own small cluster
-for what ends it (a one-minute wall time) or keeps it from starting (more CPUs than a node has).
+Add node / Remove node, shutdown with nothing left. What every scheduler shares (the bad-field
+table, a request no node can run, a one-minute wall time) is the contract suite's
+(tests/server/test_backend_contract.py).
 """
 
 from __future__ import annotations
@@ -259,25 +260,6 @@ async def test_shutdown_cancels_the_jobs_and_leaves_no_ray_process(
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
-async def test_more_cpus_than_a_node_has_is_explained_and_never_spins(
-    jp_fetch: Any, slurm: Slurm
-) -> None:
-    body = {"kind": "slurm", "name": "too big", "slurm": {"cpus_per_node": 64, "walltime": "5"}}
-    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
-    try:
-        model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "error", [])
-        job = model["slurm"]["jobs"][0]
-        assert job["state"] == "PENDING"
-        assert job["reason"] == (
-            "asks for more CPUs, GPUs or memory per node than the default partition has; "
-            "launch with less per node (PartitionConfig)"
-        )
-        assert model["error"].startswith(f"SLURM cannot run job {job['id']} (head) as asked")
-    finally:
-        await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    assert _squeue(slurm) == ""
-
-
 async def test_a_bad_partition_is_refused_with_slurms_message(jp_fetch: Any, slurm: Slurm) -> None:
     body = {"kind": "slurm", "slurm": {"partition": "nope"}}
     code, message = await _error(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
@@ -286,24 +268,6 @@ async def test_a_bad_partition_is_refused_with_slurms_message(jp_fetch: Any, slu
     listed = await fetch_json(jp_fetch, "eugo", "clusters")
     assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
     assert list((slurm.folder / "shared").glob("c-*")) == []  # nothing half made is left
-
-
-async def test_a_one_minute_wall_time_ends_the_cluster_and_the_card_says_why(
-    jp_fetch: Any, slurm: Slurm
-) -> None:
-    body = {"kind": "slurm", "name": "short", "slurm": {"walltime": "1"}}
-    model = await fetch_json(jp_fetch, "eugo", "clusters", method="POST", body=json.dumps(body))
-    seen: list[str] = []
-    model = await _poll(jp_fetch, model["id"], lambda m: m["status"] == "stopped", seen)
-    assert "RUNNING" in seen
-    assert model["error"].startswith("The wall time (1) ran out: SLURM ended job")
-    assert model["slurm"]["jobs"][0]["state"] == "TIMEOUT"
-    from eugo_jupyter import records
-
-    assert records.read_record(model["id"]) is None  # kernels no longer pick it
-    await jp_fetch("eugo", "clusters", model["id"], method="DELETE")
-    listed = await fetch_json(jp_fetch, "eugo", "clusters")
-    assert [c for c in listed if c["kind"] != "found"] == []  # other heads on a shared machine
 
 
 async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch: Any) -> None:
@@ -321,35 +285,6 @@ async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch:
         body=json.dumps({"profile": "debug, 2 nodes", "slurm": {"nodes": 5}}),
     )  # fmt: skip
     assert code == 400 and "slurm.nodes is fixed by the profile 'debug, 2 nodes'" in message
-
-
-@pytest.mark.parametrize(
-    ("fields", "says"),
-    [
-        ({"partition": "gpu;rm -rf ~"}, "slurm.partition='gpu;rm -rf ~' is not allowed"),
-        ({"account": "a b"}, "slurm.account='a b' is not allowed"),
-        ({"walltime": "1 hour"}, "slurm.walltime='1 hour' is not allowed"),
-        ({"walltime": "00:00:30"}, "is too short"),
-        ({"nodes": 0}, "slurm.nodes=0 is out of range"),
-        ({"nodes": 2.5}, "slurm.nodes=2.5 is not allowed"),
-        ({"cpus_per_node": "four"}, "slurm.cpus_per_node='four' is not allowed"),
-        ({"gpus_per_node": -1}, "slurm.gpus_per_node=-1 is out of range"),
-        ({"memory_per_node": "lots"}, "slurm.memory_per_node='lots' is not allowed"),
-        ({"extra": "--qos=short\n--comment=$(reboot)"}, "line 2 '--comment=$(reboot)'"),
-        ({"extra": ["--qos=a b"]}, "line 1 '--qos=a b' is not allowed"),
-        ({"extra": "--output=/etc/passwd"}, "the manager sets --output itself"),
-        ({"extra": 5}, "give up to 32 #SBATCH options"),
-        ({"queue": "x"}, "Unknown key 'queue' in slurm"),
-    ],
-)
-async def test_every_bad_field_is_a_400_that_names_it(
-    jp_fetch: Any, fields: dict[str, Any], says: str
-) -> None:
-    for path in (("eugo", "clusters"), ("eugo", "clusters", "preview")):
-        body = {"kind": "slurm", "slurm": fields}
-        code, message = await _error(jp_fetch, *path, method="POST", body=json.dumps(body))
-        assert code == 400
-        assert says in message
 
 
 def _until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:

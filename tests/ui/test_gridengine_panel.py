@@ -51,7 +51,7 @@ def test_pick_grid_engine_preview_launch_and_shut_down(
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
     options.filter(has_text="Grid Engine").click()
-    form = panel.locator(".eugo-GridEngineForm")
+    form = panel.locator('.eugo-BatchForm[data-kind="gridengine"]')
     form.wait_for(state="visible")
     form.get_by_label("Cluster name", exact=True).fill("ui-sge")
     form.get_by_label("Queue", exact=True).fill("all.q")

@@ -45,7 +45,7 @@ def test_pick_kubernetes_preview_launch_and_shut_down(
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
     options.filter(has_text="Kubernetes").click()
-    form = panel.locator(".eugo-KubernetesForm")
+    form = panel.locator('.eugo-BatchForm[data-kind="kubernetes"]')
     form.wait_for(state="visible")
     form.get_by_label("Cluster name", exact=True).fill("ui k8s")
     form.get_by_label("Namespace", exact=True).fill("team-a")

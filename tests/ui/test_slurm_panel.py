@@ -64,7 +64,7 @@ def test_pick_slurm_preview_launch_and_shut_down(
 ) -> None:
     panel = open_sidebar(page)
     panel.locator(".eugo-KindSwitch-option", has_text="SLURM").click()
-    form = panel.locator(".eugo-SlurmForm")
+    form = panel.locator('.eugo-BatchForm[data-kind="slurm"]')
     form.wait_for(state="visible")
     # The administrator's profile is offered; picking it fixes the partition.
     form.get_by_label("Profile", exact=True).select_option("debug, 1 node")

@@ -36,7 +36,7 @@ from ...exceptions import LaunchError
 from .. import requests
 from ..exporters import closed_exporters
 from .allocation_env import Allocation, Node, detect, ports_of, seconds_left
-from .base import Backend, Observed, Plan, Spec
+from .base import Backend, Form, FormField, Observed, Plan, Spec
 from .processes import cgroup_memory_limit, owned_groups, stop
 from .ray_start import (
     HEAD_PORTS,
@@ -130,10 +130,10 @@ def _run_for(job: Allocation, margin: int) -> float | None:
     """Seconds the cluster may run: to the job's wall time less ``margin``; None if unknown."""
     left = seconds_left(job)
     if left is None and job.scheduler == "slurm":
-        from .slurm_queue import squeue
+        from .slurm import SlurmBackend
 
         try:
-            state = squeue([job.job_id]).get(job.job_id)
+            state = SlurmBackend().query([job.job_id], {}).get(job.job_id)
         except Exception:  # noqa: BLE001 - an unreadable queue leaves the end to the job
             state = None
         left = float(state.time_left) if state and state.time_left is not None else None
@@ -191,6 +191,13 @@ class AllocationBackend(Backend):
     kind = "allocation"
     label = "This job's nodes"
     form_fields = _KEYS
+    form = Form(
+        (FormField("margin", "Stop before the wall time (s)", "count", 300, low=0, high=604800),),
+        "Ray across the batch job this server runs in: the head on this node, a worker on each "
+        "other node through the scheduler's own launcher (srun, qrsh -inherit, pbsdsh), on the "
+        "job's CPUs only. No job is submitted.",
+        rank=30,
+    )
     stop_effect = (
         "Every Ray process of this cluster stops; the job itself goes on. Running tasks and "
         "objects in its store are lost."

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypedDict
 from traitlets.config import Configurable
 from traitlets.traitlets import MetaHasTraits
 
-__all__ = ["Backend", "Observed", "Plan", "PlanModel", "Spec", "registered"]
+__all__ = ["Backend", "Form", "FormField", "Observed", "Plan", "PlanModel", "Spec", "registered"]
 
 _REGISTRY: dict[str, type[Backend]] = {}
 
@@ -68,6 +68,62 @@ class Plan:
         }
 
 
+@dataclass(frozen=True)
+class FormField:
+    """One field of a kind's launch form: a key of the body's part named after the kind.
+
+    The panel renders it (``GET /eugo/kinds``); a dotted key (``head.cpus``,
+    ``worker_groups.0.replicas``) puts the value that deep in the part. ``check`` is how the
+    batch base checks it (:mod:`.batch_fields`): "word", "count", "memory", "walltime" or
+    "lines"; ``low``/``high`` bound a count, ``pattern``/``rule`` a word.
+    """
+
+    key: str
+    label: str
+    check: str = "word"
+    default: str | int = ""
+    placeholder: str = ""
+    title: str = ""
+    low: int = 0
+    high: int = 4096
+    pattern: Any = None  # a re.Pattern for a word of another shape than the base's
+    rule: str = ""  # what the pattern allows, as the end of the refusal's sentence
+    suggested: str | int | None = None  # the form's first value, where not the default
+
+    def to_model(self) -> dict[str, Any]:
+        kind = {"count": "count", "lines": "lines"}.get(self.check, "text")
+        model: dict[str, Any] = {"key": self.key, "label": self.label, "type": kind,
+                                 "default": self.default if self.suggested is None
+                                 else self.suggested}  # fmt: skip
+        if kind == "count":
+            model.update(min=self.low, max=self.high)
+        model.update({k: v for k, v in (("placeholder", self.placeholder),
+                                        ("title", self.title)) if v})  # fmt: skip
+        return model
+
+
+@dataclass(frozen=True)
+class Form:
+    """A kind's launch form, as the panel shows it: ``widget`` "fields" (these fields, the
+    preview, the lifetime) or "nodes" (the local form's node rows); ``rank`` orders the kinds;
+    ``hint`` is the sentence under the wall time (or the first field)."""
+
+    fields: tuple[FormField, ...] = ()
+    hint: str = ""
+    rank: int = 100
+    label: str = ""
+    widget: str = "fields"
+
+    def to_model(self, label: str) -> dict[str, Any]:
+        return {
+            "label": self.label or label,
+            "widget": self.widget,
+            "rank": self.rank,
+            "hint": self.hint,
+            "fields": [f.to_model() for f in self.fields],
+        }
+
+
 @dataclass
 class Observed:
     """What a backend sees of its cluster right now (:meth:`Backend.state`)."""
@@ -108,8 +164,10 @@ class Backend(Configurable, metaclass=_BackendMeta):
     stop_effect: ClassVar[str] = (
         "Every Ray process of this cluster stops; running tasks and objects in its store are lost."
     )
-    #: The launch form's fields (the keys of the body's part named after the kind), for the panel.
+    #: The keys of the body's part named after the kind (``launch(kind, **fields)`` nests them).
     form_fields: ClassVar[tuple[str, ...]] = ()
+    #: The panel's launch form of the kind (None: the kind has none in the launch section).
+    form: ClassVar[Form | None] = None
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         # ``register=False``: a backend made for one purpose (a test's fake) stays out of the
@@ -161,6 +219,10 @@ class Backend(Configurable, metaclass=_BackendMeta):
             "scalable": self.scalable,
             "fields": list(self.form_fields),
         }
+
+    def form_model(self) -> dict[str, Any] | None:
+        """The launch form the panel renders (``GET /eugo/kinds``), or None."""
+        return self.form.to_model(self.label or self.kind) if self.form else None
 
     def release(self, record: dict[str, Any]) -> None:
         """The cluster ended by itself (:attr:`Observed.ended`): let go of what is left of it

@@ -34,94 +34,34 @@ True
 from __future__ import annotations
 
 import contextlib
-import shlex
+import re
 import shutil
 import subprocess
 import sys
 import time
 from abc import abstractmethod
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from traitlets import Unicode
 
 from ..._raytoken import secure_token_file
 from ...exceptions import OptionsError, SchedulerError
 from .. import requests
-from ..exporters import closed_exporters
 from . import processes
-from .base import Backend, Observed, Plan, Spec
-from .ray_start import HEAD_PORTS, NODE_PORTS, NodeSpec, head_arguments, node_arguments
+from .base import Backend, Form, FormField, Observed, Plan, Spec
+from .batch_fields import BatchSpec, check
+from .batch_script import job_script
+from .batch_state import JobState, observe
 
-__all__ = ["BatchBackend", "BatchFields", "JobState", "extra_lines", "run_command"]
-
-MAX_NODES = 256
-
-
-class BatchFields(Protocol):
-    """What the base reads of a scheduler's checked fields."""
-
-    @property
-    def walltime(self) -> str: ...
-    @property
-    def nodes(self) -> int: ...
-    @property
-    def cpus_per_node(self) -> int: ...
-    @property
-    def gpus_per_node(self) -> int: ...
-    def to_model(self) -> dict[str, Any]: ...
+__all__ = ["BatchBackend", "JobState", "run_command"]
 
 
-@dataclass
-class JobState:
-    """One job as the scheduler reports it, in its own words and in the base's.
-
-    ``phase`` is what the base acts on: "pending", "running" or "ended"; ``end`` says how an
-    ended job ended when the scheduler knows ("timeout", "cancelled", "failed", "completed").
-    """
-
-    id: str
-    state: str  # the scheduler's own word (RUNNING, PENDING, qw, r...), shown on the card
-    phase: str
-    reason: str = ""  # the scheduler's pending reason or message, raw
-    nodes: list[str] = field(default_factory=list)
-    time_left: int | None = None
-    end: str | None = None
-
-
-def extra_lines(value: Any, field: str, directive: str) -> list[tuple[int, str]]:
-    """The non-blank lines of a form's ``extra`` field, numbered from 1, as the user wrote them.
-
-    What every scheduler checks the same way: a list of lines (or one text), at most 32, each a
-    line of text. The scheduler then checks each line against its own option syntax.
-
-    >>> extra_lines(["--qos=short", " ", "#SBATCH --constraint=a100"], "slurm.extra", "#SBATCH")
-    [(1, '--qos=short'), (3, '#SBATCH --constraint=a100')]
-    >>> extra_lines([1], "gridengine.extra", "#$")
-    Traceback (most recent call last):
-    ...
-    eugo_jupyter.exceptions.OptionsError: gridengine.extra[0]=1 is not allowed: give a line of text.
-    """
-    lines = value.splitlines() if isinstance(value, str) else value
-    if lines is None:
-        return []
-    if not isinstance(lines, list) or len(lines) > 32:
-        raise OptionsError(
-            f"{field}={value!r} is not allowed: give up to 32 {directive} options, one per line."
-        )
-    numbered = []
-    for i, line in enumerate(lines):
-        if not isinstance(line, str):
-            raise OptionsError(f"{field}[{i}]={line!r} is not allowed: give a line of text.")
-        if line.strip():
-            numbered.append((i + 1, line))
-    return numbered
-
-
-def run_command(args: list[str], label: str, timeout: float = 60.0) -> str:
-    """Run one scheduler command (an argument list); its stdout, or SchedulerError with the
-    scheduler's own message."""
+def run_command(
+    args: list[str], label: str, timeout: float = 60.0, stdin: str | None = None
+) -> str:
+    """Run one scheduler command (an argument list), given ``stdin`` as its input (LSF's
+    ``bsub < script``); its stdout, or SchedulerError with the scheduler's own message."""
     if shutil.which(args[0]) is None:
         raise SchedulerError(
             f"{label}'s `{args[0]}` command is not on this server's PATH. Run JupyterLab on a "
@@ -129,8 +69,8 @@ def run_command(args: list[str], label: str, timeout: float = 60.0) -> str:
         )
     try:
         done = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
+            args, capture_output=True, text=True, timeout=timeout, input=stdin or "",
+        )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise SchedulerError(
             f"`{args[0]}` did not answer within {timeout:g} s; {label}'s controller may be busy."
@@ -147,122 +87,6 @@ def run_command(args: list[str], label: str, timeout: float = 60.0) -> str:
     return done.stdout
 
 
-_PICK = (
-    "import socket, sys, ray.util\n"
-    "ip = ray.util.get_node_ip_address()\n"
-    "socks = [socket.socket() for _ in range(int(sys.argv[1]))]\n"
-    "for s in socks: s.bind((ip, 0))\n"
-    "print(ip, *(s.getsockname()[1] for s in socks))"
-)
-
-_PROLOGUE = """\
-set -euo pipefail
-export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0
-# No Prometheus exporter answering without a token on the node's network.
-export {exporters}
-unset RAY_ADDRESS
-# Ray's sockets and logs on this node only, one folder per job; removed when the job ends.
-# Ray makes its own folders 0777: they go inside a 0700 folder of ours, which other users of
-# this (possibly shared) node cannot enter.
-temp_dir="{temp_dir}"
-ray_dir="$temp_dir/r"
-mkdir -m 700 -- "$temp_dir" 2>/dev/null || true
-if [ -L "$temp_dir" ] || [ ! -d "$temp_dir" ] || [ ! -O "$temp_dir" ]; then
-  echo "$temp_dir exists and is not a folder of this account; remove it and launch again" >&2
-  exit 1
-fi
-chmod 700 -- "$temp_dir"
-trap 'rm -rf "$temp_dir"' EXIT
-# On a cancel or the wall time, let Ray stop its own processes before this script ends: an
-# orphaned Ray would leave the job's process tree, where the scheduler can no longer find it.
-ray_pid=""
-trap '[ -n "$ray_pid" ] && kill -TERM "$ray_pid" 2>/dev/null; wait; exit 143' TERM
-# This node's address and free ports, picked here: the node may be shared with other users.
-pick='{pick}'
-"""
-
-_HEAD_BODY = """\
-# A busy machine can make Ray's start time out (it waits 30 s for its own node): five tries.
-for attempt in 1 2 3 4 5; do
-  rm -f "$ray_dir/ray_current_cluster"
-  read -r ip {head_ports} {node_ports} < <({python} -c "$pick" {count})
-  # Workers may start as soon as the GCS listens (the rest of the head starts meanwhile, as
-  # Ray's guide overlaps them with a fixed `sleep 10`): publish its address now.
-  printf '%s:%s\\n' "$ip" "$gcs" > gcs.tmp
-  mv gcs.tmp gcs
-  # --block keeps Ray inside this job, so a cancel and the wall time end it.
-  {ray_start} &
-  ray_pid=$!
-  # Ray writes ray_current_cluster once the head is up: then publish the address.
-  until [ -s "$ray_dir/ray_current_cluster" ] || ! kill -0 "$ray_pid" 2>/dev/null; do
-    sleep 1
-  done
-  if kill -0 "$ray_pid" 2>/dev/null; then
-    printf '%s:%s http://%s:%s\\n' "$ip" "$gcs" "$ip" "$dashboard" > head.tmp
-    mv head.tmp head
-    wait "$ray_pid"
-    exit
-  fi
-  echo "ray start ended before the head was up, try $attempt of 5" >&2
-done
-exit 1
-"""
-
-_WORKER_BODY = """\
-# A busy head can miss a node's registration (Ray waits 30 s for it): up to five tries.
-for attempt in 1 2 3 4 5; do
-  # The head job publishes its GCS address in this cluster's folder before the rest of the head
-  # is up; start once that GCS accepts connections. Read again each time: a head that had to
-  # try again has new ports.
-  until read -r address 2>/dev/null < gcs \\
-      && (exec 3<>"/dev/tcp/${{address%:*}}/${{address##*:}}") 2>/dev/null; do
-    sleep 0.5
-  done
-  read -r ip {node_ports} < <({python} -c "$pick" {count})
-  {ray_start} &
-  ray_pid=$!
-  # A head that had to try again publishes new ports; this node's Ray would keep retrying the
-  # old ones for many minutes: follow the head instead.
-  while kill -0 "$ray_pid" 2>/dev/null; do
-    read -r now 2>/dev/null < gcs || now="$address"
-    if [ "$now" != "$address" ]; then
-      echo "the head moved to $now; starting again" >&2
-      kill -TERM "$ray_pid" 2>/dev/null || true
-      break
-    fi
-    sleep 1
-  done
-  status=0
-  wait "$ray_pid" || status=$?
-  echo "ray start ended (exit $status), try $attempt of 5" >&2
-done
-exit 1
-"""
-
-
-def _shell_port(name: str) -> str:
-    return f'"${name}"'
-
-
-def ray_start_line(role: str, cpus: int, gpus: int, ray: str) -> str:
-    """The job's ``ray start --block`` line, its ports and address the job's shell variables.
-
-    >>> ray_start_line("worker", 2, 0, "ray").splitlines()[0]
-    'ray start --block --address="$address" \\\\'
-    """
-    spec = NodeSpec(num_cpus=cpus, num_gpus=gpus)
-    if role == "head":
-        args, _, _ = head_arguments(spec, '"$ip"', '"$temp_dir"', _shell_port, '"$ip"')
-        first, args = f"{ray} start --head --block", args[1:]
-    else:
-        first = f'{ray} start --block --address="$address"'
-        args = node_arguments(spec, '"$ip"', '"$temp_dir"', _shell_port)
-    # The arguments are flags, numbers, JSON and quoted shell variables: nothing a user typed.
-    # The JSON is quoted for the shell; the variables stay as they are, to be expanded.
-    args = [arg if "$" in arg else shlex.quote(arg) for arg in args]
-    return " \\\n    ".join([first, *args])
-
-
 class BatchBackend(Backend):
     """A cluster as one head job and ``nodes - 1`` worker jobs of a batch scheduler.
 
@@ -277,8 +101,22 @@ class BatchBackend(Backend):
     job_id_variable: ClassVar[str]
     #: The job scripts' file suffix in the cluster's folder.
     script_suffix: ClassVar[str] = "sh"
-    #: The body's keys of the scheduler's part.
-    field_keys: ClassVar[tuple[str, ...]]
+    #: True: the submit command reads the script on its standard input (LSF's ``bsub < x``).
+    submit_through_stdin: ClassVar[bool] = False
+    #: The form's fields, checked by :func:`.batch_fields.check`: the scheduler's own words,
+    #: then the common ones (:mod:`.batch_fields`).
+    fields: ClassVar[tuple[FormField, ...]]
+    #: The panel's sentence under the wall time: where the head runs.
+    hint: ClassVar[str] = ""
+    rank: ClassVar[int] = 50
+    # What the field checks read (:class:`.batch_fields.Scheduler`).
+    directive: ClassVar[str]  # the directive's prefix in the job script: "#SBATCH"
+    walltime_pattern: ClassVar[re.Pattern[str]]
+    walltime_rule: ClassVar[str]
+    extra_pattern: ClassVar[re.Pattern[str]]  # one extra line: (option, argument or None)
+    extra_example: ClassVar[str]
+    extra_joiner: ClassVar[str] = " "  # between an extra option and its argument
+    own_options: ClassVar[frozenset[str]]  # the options the manager sets itself
 
     shared_dir = Unicode(
         "",
@@ -308,11 +146,30 @@ class BatchBackend(Backend):
         self.python = self.python or sys.executable
         self.ray = str(Path(self.python).with_name("ray"))
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "fields" in cls.__dict__:
+            cls.form_fields = tuple(f.key for f in cls.fields)
+            cls.form = Form(cls.fields, cls.hint, cls.rank)
+
     # -- what a scheduler supplies
 
+    @staticmethod
     @abstractmethod
-    def check_fields(self, given: dict[str, Any]) -> BatchFields:
+    def walltime_seconds(value: str) -> int:
+        """A wall time of the scheduler's format (already matched) in seconds."""
+
+    def extra_refused(self, option: str, argument: str) -> str | None:
+        """What an extra line sets that the manager sets itself (Grid Engine's ``-l h_rt``)."""
+        return None
+
+    def field_default(self, key: str) -> Any:
+        """An empty field's value: the backend's setting of the same name, if it has one."""
+        return (getattr(self, key) or None) if self.has_trait(key) else None
+
+    def check_fields(self, given: dict[str, Any]) -> BatchSpec:
         """The scheduler's part of the body, checked (OptionsError naming the bad field)."""
+        return check(self, self.fields, given)
 
     @abstractmethod
     def directives(self, fields: Any, role: str) -> list[str]:
@@ -339,9 +196,9 @@ class BatchBackend(Backend):
         """Why ``job`` waits, as a sentence, and whether waiting can never help (the request
         must change)."""
 
-    @abstractmethod
-    def run(self, args: list[str]) -> str:
+    def run(self, args: list[str], stdin: str | None = None) -> str:
         """Run one of the scheduler's commands; SchedulerError with its own words."""
+        return run_command(args, self.label, stdin=stdin)
 
     def node_temp_dir(self) -> str:
         """The job's private folder on its node, as a shell word of the job script."""
@@ -367,7 +224,7 @@ class BatchBackend(Backend):
             **super().facts(),
             "stop_effect": f"Its {self.label} jobs are cancelled ({cancel}); running tasks and "
             "objects are lost.",
-            "fields": list(self.field_keys),
+            "fields": list(self.form_fields),
         }
 
     def summary_detail(self, fields: Any) -> str:
@@ -383,7 +240,7 @@ class BatchBackend(Backend):
     def validate(self, body: dict[str, Any]) -> Spec:
         requests.keys(body, ("kind", "name", "lifetime", self.kind), f"a {self.kind} launch")
         given = requests.mapping(body.get(self.kind, {}), self.kind, '{"nodes": 2}')
-        requests.keys(given, self.field_keys, self.kind)
+        requests.keys(given, self.form_fields, self.kind)
         return Spec(
             kind=self.kind,
             name=requests.name(body.get("name"), self.kind),
@@ -393,30 +250,9 @@ class BatchBackend(Backend):
 
     def script(self, fields: Any, role: str) -> str:
         """The exact script the scheduler gets for the head (``role="head"``) or a worker."""
-        what = "the Ray head" if role == "head" else "a Ray worker node"
-        python, ray = shlex.quote(self.python), shlex.quote(self.ray)
-        header = [
-            "#!/bin/bash",
-            *self.directives(fields, role),
-            f"# EugoHPC Manager: {what}, a {self.label} job.",
-            *self.script_note(),
-        ]
-        exporters = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(closed_exporters().items()))
-        prologue = _PROLOGUE.format(pick=_PICK, exporters=exporters, temp_dir=self.node_temp_dir())
-        line = ray_start_line(role, fields.cpus_per_node, fields.gpus_per_node, ray)
-        if role == "head":
-            ports = {"head_ports": " ".join(HEAD_PORTS), "count": len(HEAD_PORTS + NODE_PORTS)}
-            body = _HEAD_BODY.format(
-                python=python, ray_start=line, node_ports=" ".join(NODE_PORTS), **ports
-            )
-        else:
-            body = _WORKER_BODY.format(
-                python=python,
-                ray_start=line,
-                node_ports=" ".join(NODE_PORTS),
-                count=len(NODE_PORTS),
-            )
-        return "\n".join(["\n".join(header), prologue, body])
+        return job_script(self.directives(fields, role), self.label, self.script_note(),
+                          self.node_temp_dir(), role, fields.cpus_per_node, fields.gpus_per_node,
+                          self.python, self.ray)  # fmt: skip
 
     def plan(self, spec: Spec) -> Plan:
         fields = spec.fields
@@ -438,17 +274,20 @@ class BatchBackend(Backend):
 
     # -- start, scale, stop
 
-    def _part(self, record: dict[str, Any]) -> dict[str, Any]:
+    def record_part(self, record: dict[str, Any]) -> dict[str, Any]:
         return dict(record.get(self.kind) or {})
 
     def _folder(self, record: dict[str, Any]) -> Path:
-        return Path(self._part(record)["dir"])
+        return Path(self.record_part(record)["dir"])
 
     def script_path(self, folder: str, role: str) -> str:
         return f"{folder}/{role}.{self.script_suffix}"
 
     def _submit(self, folder: Path, cluster_id: str, role: str) -> str:
-        return self.job_id_of(self.run(self.submit_command(str(folder), cluster_id, role)))
+        args = self.submit_command(str(folder), cluster_id, role)
+        script = Path(self.script_path(str(folder), role))
+        stdin = script.read_text() if self.submit_through_stdin else None
+        return self.job_id_of(self.run(args, stdin))
 
     def start(self, spec: Spec, record: dict[str, Any], timeout: float) -> dict[str, Any]:
         fields = spec.fields
@@ -488,16 +327,16 @@ class BatchBackend(Backend):
         return jobs
 
     def _workers(self, record: dict[str, Any]) -> list[str]:
-        return [j["id"] for j in self._part(record).get("jobs", []) if j["role"] == "worker"]
+        return [j["id"] for j in self.record_part(record).get("jobs", []) if j["role"] == "worker"]
 
     def add_node(self, record: dict[str, Any]) -> dict[str, Any]:
-        part = self._part(record)
+        part = self.record_part(record)
         jobs = list(part["jobs"])
         self._scale_to(self._folder(record), record["id"], jobs, len(self._workers(record)) + 1)
         return {self.kind: {**part, "jobs": jobs}}
 
     def remove_node(self, record: dict[str, Any], node: str) -> dict[str, Any]:
-        part = self._part(record)
+        part = self.record_part(record)
         workers = self._workers(record)
         if node not in workers:
             raise OptionsError(
@@ -548,7 +387,7 @@ class BatchBackend(Backend):
     def stop(self, record: dict[str, Any]) -> list[str]:
         from .. import monitor
 
-        jobs = [j["id"] for j in self._part(record).get("jobs", [])]
+        jobs = [j["id"] for j in self.record_part(record).get("jobs", [])]
         left = [f"{self.label} job {j}" for j in self._cancel(jobs)]
         left += [f"pid {pid}: {processes.cmdline(pid)[:120]}" for pid in self._wait_gone(jobs)]
         address = record.get("address")
@@ -561,7 +400,7 @@ class BatchBackend(Backend):
     def release(self, record: dict[str, Any]) -> None:
         """The head's job ended by itself: cancel the worker jobs, which serve nothing without
         it (the folder and its logs stay, for the sentence that names them)."""
-        jobs = [j["id"] for j in self._part(record).get("jobs", [])]
+        jobs = [j["id"] for j in self.record_part(record).get("jobs", [])]
         with contextlib.suppress(SchedulerError):
             active = [j.id for j in self.query(jobs, record).values() if j.phase != "ended"]
             if active:
@@ -571,89 +410,12 @@ class BatchBackend(Backend):
 
     def state(self, record: dict[str, Any]) -> Observed:
         """What the scheduler and the shared folder say now; reads only, changes nothing."""
-        part = self._part(record)
-        jobs = part.get("jobs", [])
-        spec = record.get("spec") or {}
-        observed = Observed(
-            address=record.get("address"), dashboard_url=record.get("dashboard_url")
-        )
-        head_file = Path(part.get("dir", "/nonexistent")) / "head"
-        if observed.address is None and head_file.exists():
-            address, _, dashboard = head_file.read_text().strip().partition(" ")
-            observed.address, observed.dashboard_url = address, dashboard or None
-        public = {"dir": part.get("dir"), "walltime": part.get("walltime")}
-        try:
-            states = self.query([j["id"] for j in jobs], record)
-        except SchedulerError as exc:
-            observed.waiting = True
-            observed.detail = {**public, "jobs": [], "error": str(exc)}
-            return observed
-        rows = []
-        for job in jobs:
-            seen = states.get(job["id"]) or JobState(job["id"], "GONE", "ended")
-            reason = None
-            if seen.phase == "pending":
-                reason, never = self.pending_sentence(seen, spec)
-                if never:
-                    observed.blocked = (
-                        f"{self.label} cannot run job {job['id']} ({job['role']}) as asked: "
-                        f"{reason}."
-                    )
-                observed.waiting = True
-            elif job["role"] == "worker" and seen.phase == "ended":
-                log = self.log_path(Path(part.get("dir", "")), job)
-                reason = _last_line(log) or None
-                observed.blocked = (
-                    f"Worker job {job['id']} ended ({seen.state})"
-                    + (f": {reason}" if reason else "")
-                    + f". Its log: {log}. Shut the cluster down and launch again."
-                )
-            rows.append(
-                {
-                    "id": job["id"],
-                    "role": job["role"],
-                    "state": seen.state,
-                    "reason": reason,
-                    "nodes": seen.nodes,
-                    "time_left": seen.time_left,
-                    "_end": seen.end,
-                    "_phase": seen.phase,
-                }
-            )
-        observed.nodes_expected = sum(r["_phase"] != "ended" for r in rows)
-        head = next((r for r in rows if r["role"] == "head"), None)
-        if head is not None and head["_phase"] == "ended":
-            observed.ended = self.ended_sentence(head, part)
-        observed.detail = {
-            **public,
-            "jobs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
-        }
-        return observed
-
-    def ended_sentence(self, head: dict[str, Any], part: dict[str, Any]) -> str:
-        """Why the cluster ended, from how its head's job ended."""
-        job, state, end = head["id"], head["state"], head.get("_end")
-        if end == "timeout":
-            return (
-                f"The wall time ({part.get('walltime')}) ran out: {self.label} ended job {job} "
-                "(the Ray head), and the cluster with it. Launch again with a longer wall time."
-            )
-        if end == "cancelled":
-            return f"Job {job} (the Ray head) was cancelled outside the manager; the cluster ended."
-        if state == "GONE":
-            return f"{self.label} no longer knows job {job} (the Ray head): the cluster has ended."
-        log = self.log_path(Path(part.get("dir", "")), head)
-        last = _last_line(log)
-        return (
-            f"Job {job} (the Ray head) ended with {self.label} state {state}"
-            + (f": {last}" if last else "")
-            + f". Its log: {log}."
-        )
+        return observe(self, record)
 
     def adopt(self, record: dict[str, Any]) -> str | None:
         # "starting" while any job lives: the manager's launch loop then reads Ray's nodes and
         # says "running" only once every job's node has joined (at once if they all have).
-        jobs = [j["id"] for j in self._part(record).get("jobs", [])]
+        jobs = [j["id"] for j in self.record_part(record).get("jobs", [])]
         try:
             alive = [j for j in self.query(jobs, record).values() if j.phase != "ended"]
         except SchedulerError:
@@ -662,16 +424,3 @@ class BatchBackend(Backend):
             self.stop(record)
             return None
         return "starting"
-
-
-def count(given: dict[str, Any], key: str, where: str, default: int, low: int, high: int) -> int:
-    return requests.count(given.get(key, default), key, where, low, high)
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
-    except OSError:
-        return ""
-    lines = [line for line in lines if line]
-    return lines[-1][:300] if lines else ""

@@ -26,98 +26,21 @@ import contextlib
 import getpass
 import re
 import time
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 from traitlets import Unicode
 
 from ...exceptions import OptionsError, SchedulerError
-from .. import requests
-from .batch import MAX_NODES, BatchBackend, JobState, extra_lines, run_command
+from .base import FormField
+from .batch import BatchBackend, JobState
+from .batch_fields import MEMORY, NODES, BatchSpec, cpus, extra, walltime
 
-__all__ = ["GridEngineBackend", "GridEngineSpec"]
+__all__ = ["GridEngineBackend"]
 
-_KEYS = (
-    "queue", "project", "parallel_environment", "walltime", "nodes", "cpus_per_node",
-    "memory_per_node", "memory_resource", "extra",
-)  # fmt: skip
-_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _QUEUE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}")
 _RESOURCE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_WALLTIME_RE = re.compile(r"\d{1,4}:[0-5]\d:[0-5]\d")
-# One `#$` option per line: -name or -name value, no quotes or shell characters.
-_EXTRA_RE = re.compile(r"(?:#\$\s+)?(-[a-z][a-z_]*)(?:\s+([A-Za-z0-9_.,:@%/+=*-]+))?")
-# Options the manager sets itself (or that would change what the job is): use the form's fields.
-_OWN_OPTIONS = {
-    "-N", "-o", "-e", "-j", "-wd", "-cwd", "-S", "-pe", "-q", "-P", "-t", "-tc", "-sync",
-    "-terse", "-b", "-C", "-@", "-i", "-shell", "-v", "-V", "-now", "-hold_jid",
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class GridEngineSpec:
-    """A checked Grid Engine launch (``memory_per_node`` in bytes)."""
-
-    queue: str | None
-    project: str | None
-    parallel_environment: str
-    walltime: str
-    nodes: int
-    cpus_per_node: int
-    memory_per_node: int | None
-    memory_resource: str | None
-    extra: tuple[str, ...]
-
-    @property
-    def gpus_per_node(self) -> int:
-        return 0  # Grid Engine has no standard GPU resource: request one through `extra`
-
-    def to_model(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "project": self.project,
-            "parallel_environment": self.parallel_environment,
-            "walltime": self.walltime,
-            "nodes": self.nodes,
-            "cpus_per_node": self.cpus_per_node,
-            "memory_per_node": self.memory_per_node,
-            "memory_resource": self.memory_resource,
-            "extra": list(self.extra),
-        }
-
-
-def walltime_seconds(value: str) -> int:
-    """``HH:MM:SS`` in seconds.
-
-    >>> walltime_seconds("01:30:00")
-    5400
-    """
-    hours, minutes, seconds = (int(p) for p in value.split(":"))
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def _extra(value: Any) -> tuple[str, ...]:
-    out = []
-    for number, line in extra_lines(value, "gridengine.extra", "#$"):
-        match = _EXTRA_RE.fullmatch(line.strip())
-        if match is None:
-            raise OptionsError(
-                f"gridengine.extra line {number} {line!r} is not allowed: give one option per "
-                "line, such as -l gpu=1 or #$ -ar 12, without quotes or shell characters."
-            )
-        option, argument = match.group(1), match.group(2)
-        resources = (argument or "").split(",") if option in ("-l", "-hard", "-soft") else []
-        if option in _OWN_OPTIONS or any(r.split("=")[0] == "h_rt" for r in resources):
-            own = "h_rt" if option not in _OWN_OPTIONS else option
-            raise OptionsError(
-                f"gridengine.extra line {number} {line!r} is not allowed: the manager sets {own} "
-                "itself; use the form's fields instead."
-            )
-        out.append(f"{option} {argument}" if argument else option)
-    return tuple(out)
 
 
 def _messages(xml: str, tags: tuple[str, ...]) -> list[str]:
@@ -143,7 +66,33 @@ class GridEngineBackend(BatchBackend):
     kind = "gridengine"
     label = "Grid Engine"
     job_id_variable = "JOB_ID"
-    field_keys = _KEYS
+    rank = 20
+    hint = (
+        "The Ray head runs in a Grid Engine job of its own, one of the nodes below (not on "
+        "this login node); each further node is a worker job of as many slots."
+    )
+    fields = (
+        FormField("queue", "Queue", placeholder="default", pattern=_QUEUE_RE),
+        FormField("project", "Project", placeholder="optional"),
+        FormField("parallel_environment", "Parallel environment",
+                  placeholder="the server's default (smp)"),
+        walltime("HH:MM:SS"), NODES, cpus("Slots per node"), MEMORY,
+        FormField("memory_resource", "Memory resource", pattern=_RESOURCE_RE,
+                  placeholder="the server's default (mem_free...)",
+                  title="The memory consumable memory per node is requested through (not h_vmem)",
+                  rule="give the name of the cluster's memory consumable, such as mem_free"),
+        extra("Extra #$ lines", "-l gpu=1\n-ar 12"),
+    )  # fmt: skip
+    directive = "#$"
+    walltime_pattern = re.compile(r"\d{1,4}:[0-5]\d:[0-5]\d")
+    walltime_rule = "give it as HH:MM:SS (for example 01:00:00)"
+    # One option per line: -name or -name value, no quotes or shell characters.
+    extra_pattern = re.compile(r"(-[a-z][a-z_]*)(?:\s+([A-Za-z0-9_.,:@%/+=*-]+))?")
+    extra_example = "-l gpu=1 or #$ -ar 12"
+    own_options = frozenset({
+        "-N", "-o", "-e", "-j", "-wd", "-cwd", "-S", "-pe", "-q", "-P", "-t", "-tc", "-sync",
+        "-terse", "-b", "-C", "-@", "-i", "-shell", "-v", "-V", "-now", "-hold_jid",
+    })  # fmt: skip
 
     parallel_environment = Unicode(
         "smp",
@@ -169,56 +118,27 @@ class GridEngineBackend(BatchBackend):
 
     # -- fields and script
 
-    def check_fields(self, given: dict[str, Any]) -> GridEngineSpec:
-        where = "gridengine"
-        words = "use letters, digits, '.', '_' or '-' (as Grid Engine spells it)"
+    @staticmethod
+    def walltime_seconds(value: str) -> int:
+        """``HH:MM:SS`` in seconds.
 
-        def word(key: str, pattern: re.Pattern[str] = _WORD_RE) -> str | None:
-            value = given.get(key)
-            if value in (None, ""):
-                return None
-            return requests.text(value, key, where, pattern, words)
+        >>> GridEngineBackend.walltime_seconds("01:30:00")
+        5400
+        """
+        hours, minutes, seconds = (int(p) for p in value.split(":"))
+        return hours * 3600 + minutes * 60 + seconds
 
-        memory = given.get("memory_per_node")
-        if memory not in (None, ""):
-            from ..._units import parse_memory
+    def extra_refused(self, option: str, argument: str) -> str | None:
+        resources = argument.split(",") if option in ("-l", "-hard", "-soft") else []
+        return "h_rt" if any(r.split("=")[0] == "h_rt" for r in resources) else None
 
-            memory = int(parse_memory(memory, "gridengine.memory_per_node"))
-        resource = given.get("memory_resource")
-        resource = (
-            requests.text(resource, "memory_resource", where, _RESOURCE_RE,
-                          "give the name of the cluster's memory consumable, such as mem_free")
-            if resource not in (None, "")
-            else self.memory_resource or None
-        )  # fmt: skip
-        if memory and not resource:
+    def check_fields(self, given: dict[str, Any]) -> BatchSpec:
+        fields = super().check_fields(given)
+        if fields.memory_per_node and not fields["memory_resource"]:
             raise OptionsError(
                 "gridengine.memory_per_node needs gridengine.memory_resource: the name of this "
                 "cluster's memory consumable (mem_free, m_mem_free...; `qconf -sc` lists them), "
                 "or leave memory_per_node out."
-            )
-        fields = GridEngineSpec(
-            queue=word("queue", _QUEUE_RE),
-            project=word("project"),
-            parallel_environment=word("parallel_environment") or self.parallel_environment,
-            walltime=requests.text(
-                given.get("walltime", "01:00:00"),
-                "walltime",
-                where,
-                _WALLTIME_RE,
-                "give it as HH:MM:SS (for example 01:00:00)",
-            ),  # fmt: skip
-            nodes=requests.count(given.get("nodes", 1), "nodes", where, 1, MAX_NODES),
-            cpus_per_node=requests.count(
-                given.get("cpus_per_node", 1), "cpus_per_node", where, 1, 4096
-            ),
-            memory_per_node=memory or None,
-            memory_resource=resource,
-            extra=_extra(given.get("extra")),
-        )
-        if walltime_seconds(fields.walltime) < 60:
-            raise OptionsError(
-                f"gridengine.walltime={fields.walltime!r} is too short: give at least one minute."
             )
         return fields
 
@@ -234,28 +154,27 @@ class GridEngineBackend(BatchBackend):
             self._per_slot[resource] = per_slot
         return self._per_slot[resource]
 
-    def directives(self, fields: GridEngineSpec, role: str) -> list[str]:
+    def directives(self, fields: BatchSpec, role: str) -> list[str]:
         lines = [
             "-S /bin/bash",
-            f"-pe {fields.parallel_environment} {fields.cpus_per_node}",
+            f"-pe {fields['parallel_environment']} {fields.cpus_per_node}",
             f"-l h_rt={fields.walltime}",
         ]
-        if fields.queue:
-            lines.append(f"-q {fields.queue}")
-        if fields.project:
-            lines.append(f"-P {fields.project}")
-        if fields.memory_per_node and fields.memory_resource:
+        lines += [f"{flag} {fields[key]}" for flag, key in (("-q", "queue"), ("-P", "project"))
+                  if fields[key]]  # fmt: skip
+        resource = fields["memory_resource"]
+        if fields.memory_per_node and resource:
             memory = fields.memory_per_node
-            if self._is_per_slot(fields.memory_resource):
+            if self._is_per_slot(resource):
                 memory //= fields.cpus_per_node
-            lines.append(f"-l {fields.memory_resource}={max(1, memory // 2**20)}M")
+            lines.append(f"-l {resource}={max(1, memory // 2**20)}M")
         # In the cluster's folder (qsub's -wd); Grid Engine expands the two variables.
         lines += ["-j y", "-o $JOB_NAME-$JOB_ID.log", *fields.extra]
         return [f"#$ {line}" for line in lines]
 
-    def summary_detail(self, fields: GridEngineSpec) -> str:
+    def summary_detail(self, fields: BatchSpec) -> str:
         slots = fields.cpus_per_node
-        return f"{slots} slot{'s' * (slots > 1)} of PE {fields.parallel_environment} per node"
+        return f"{slots} slot{'s' * (slots > 1)} of PE {fields['parallel_environment']} per node"
 
     def script_note(self) -> list[str]:
         return [
@@ -271,9 +190,6 @@ class GridEngineBackend(BatchBackend):
         return f"/eugo-ge-{job_id}/"
 
     # -- commands
-
-    def run(self, args: list[str]) -> str:
-        return run_command(args, self.label)
 
     def submit_command(self, folder: str, cluster_id: str, role: str) -> list[str]:
         return [
@@ -292,7 +208,7 @@ class GridEngineBackend(BatchBackend):
             return {}
         xml = self.run(["qstat", "-u", getpass.getuser(), "-xml"])
         walltime = (record.get(self.kind) or {}).get("walltime")
-        limit = walltime_seconds(walltime) if walltime else None
+        limit = self.walltime_seconds(walltime) if walltime else None
         wanted, found = set(job_ids), {}
         for job in ElementTree.fromstring(xml).iter("job_list"):
             job_id = (job.findtext("JB_job_number") or "").strip()
@@ -388,6 +304,3 @@ class GridEngineBackend(BatchBackend):
                 out = str(exc)
             self._never[job_id] = "no suitable queues" in out
         return self._never[job_id]
-
-    def log_path(self, folder: Path, job: dict[str, Any]) -> Path:
-        return folder / f"eugo-{folder.name}-{job['role']}-{job['id']}.log"

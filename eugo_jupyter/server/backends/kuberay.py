@@ -30,7 +30,7 @@ from traitlets import Float, Unicode
 from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
 from .. import requests
-from .base import Backend, Observed, Plan, Spec
+from .base import Backend, Form, FormField, Observed, Plan, Spec
 from .kuberay_client import GROUP, PLURAL, VERSION, Client
 from .kuberay_forward import Forward
 from .kuberay_manifest import (
@@ -71,6 +71,25 @@ class KubernetesBackend(Backend):
         "store are lost."
     )
     form_fields = FIELDS
+    form = Form(
+        (
+            FormField("namespace", "Namespace", default="default"),
+            FormField("image", "Image", placeholder="rayproject/ray of this server's Ray"),
+            FormField("head.cpus", "Head CPUs", "count", 1, low=1),
+            FormField("head.memory", "Head memory", default="4Gi"),
+            FormField("worker_groups.0.replicas", "Workers", "count", 1, low=0, high=1000),
+            FormField("worker_groups.0.cpus", "CPUs per worker", "count", 1, low=1),
+            FormField("worker_groups.0.memory", "Memory per worker", default="4Gi"),
+            FormField("worker_groups.0.gpus", "GPUs per worker (nvidia.com/gpu)", "count", 0,
+                      high=64),
+            FormField("queue", "Kueue queue", placeholder="optional (a LocalQueue)"),
+            FormField("service_account", "Service account",
+                      placeholder="optional (the namespace's default)"),
+        ),
+        "A KubeRay RayCluster in this namespace (the KubeRay operator must be installed); the "
+        "server uses your kubeconfig, or its pod's service account.",
+        rank=40,
+    )  # fmt: skip
 
     reach = Unicode(
         "auto",

@@ -25,7 +25,7 @@ from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
 from ...exceptions import LaunchError, OptionsError
 from .. import requests
-from .base import Backend, Observed, Plan, Spec
+from .base import Backend, Form, Observed, Plan, Spec
 from .processes import owned_groups, stop
 from .ray_start import (
     NodeSpec,
@@ -185,6 +185,7 @@ class LocalBackend(Backend):
 
     kind = "local"
     label = "local"
+    form = Form(label="Local", widget="nodes", rank=0)
 
     def validate(self, body: dict[str, object]) -> Spec:
         requests.keys(body, ("kind", "name", "head", "workers", "lifetime"), "a local launch")

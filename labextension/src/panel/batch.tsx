@@ -1,18 +1,19 @@
-// The batch scheduler's launch form (SLURM, Grid Engine...), built from the kind's field table
-// (kinds.ts): the fields, extra directive lines, an optional profile from the server; Preview
-// shows the exact job scripts.
+// A kind's launch form (SLURM, Grid Engine, Kubernetes...), built from the fields the server
+// declares for it (`GET /eugo/kinds`): the fields, extra directive lines, an optional profile
+// from the server; Preview shows the exact job scripts or manifests.
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
 import {
   IBatchRequest,
+  IFormField,
+  IKindForm,
   IPlan,
   IProfile,
   Lifetime,
   previewLaunch
 } from '../api';
 import { CommandIDs, reportError } from '../commands';
-import { IBatchField, ILaunchKind } from '../kinds';
 import {
   ClusterNameField,
   FormActions,
@@ -24,30 +25,55 @@ import {
 
 type Values = Record<string, string | number>;
 
-function defaults(fields: readonly IBatchField[]): Values {
+type Part = Record<string, unknown>;
+
+function defaults(fields: readonly IFormField[]): Values {
   return Object.fromEntries(fields.map(f => [f.key, f.default]));
 }
 
-/** The body sent to the server: empty optional fields are left out. */
+/** A dotted key's value in a body's part (`worker_groups.0.cpus`). */
+function valueAt(part: Part, key: string): unknown {
+  return key
+    .split('.')
+    .reduce<unknown>(
+      (at, step) => (at as Record<string, unknown> | undefined)?.[step],
+      part
+    );
+}
+
+/** The body's part from the form's values: a dotted key nests (a number step is a list's
+ * index); empty optional fields are left out. */
+function partOf(values: Values): Part {
+  const part: Part = {};
+  for (const [key, value] of Object.entries(values)) {
+    if (value === '' || value === undefined) {
+      continue;
+    }
+    const steps = key.split('.');
+    let at = part as Record<string, unknown>;
+    steps.slice(0, -1).forEach((step, i) => {
+      const list = /^\d+$/.test(steps[i + 1]);
+      at[step] = at[step] ?? (list ? [] : {});
+      at = at[step] as Record<string, unknown>;
+    });
+    at[steps[steps.length - 1]] = value;
+  }
+  return part;
+}
+
+/** The body sent to the server. */
 function requestOf(
-  launch: ILaunchKind,
+  kind: string,
   name: string,
   lifetime: Lifetime,
   values: Values,
   profile: string
 ): IBatchRequest {
-  const kind = launch.kind;
-  const part: Values = {};
-  for (const [key, value] of Object.entries(values)) {
-    if (value !== '' && value !== undefined) {
-      part[key] = value;
-    }
-  }
   const request: IBatchRequest = {
     kind,
     name: name.trim(),
     lifetime,
-    [kind]: launch.part ? launch.part(part) : part
+    [kind]: partOf(values)
   };
   if (profile) {
     request.profile = profile;
@@ -83,15 +109,21 @@ export function PlanView({ plan }: { plan: IPlan }): JSX.Element {
 interface IBatchFormProps {
   commands: CommandRegistry;
   profiles: readonly IProfile[];
-  kind: ILaunchKind;
+  kind: string;
+  form: IKindForm;
 }
 
 export function BatchForm({
   commands,
   profiles,
-  kind
+  kind,
+  form
 }: IBatchFormProps): JSX.Element {
-  const fields = kind.fields ?? [];
+  const fields = form.fields;
+  // The kind's sentence goes under the wall time, or else under the first field.
+  const hintAfter = fields.some(f => f.key === 'walltime')
+    ? 'walltime'
+    : fields[0]?.key;
   const [name, setName] = React.useState('hpc');
   const [values, setValues] = React.useState<Values>(() => defaults(fields));
   const [lifetime, setLifetime] = React.useState<Lifetime>('server');
@@ -99,11 +131,11 @@ export function BatchForm({
   const [plan, setPlan] = React.useState<IPlan | null>(null);
   const [pending, run] = usePending();
 
-  const offered = profiles.filter(p => (p.kind || p.body.kind) === kind.kind);
+  const offered = profiles.filter(p => (p.kind || p.body.kind) === kind);
   const chosen = offered.find(p => p.name === profile);
   // With a profile, only the fields it lets users change stay editable.
   const locked = (key: string) =>
-    !!chosen && !chosen.editable.includes(`${kind.kind}.${key}`);
+    !!chosen && !chosen.editable.includes(`${kind}.${key}`);
   const set = (key: string) => (value: string | number) => {
     setValues({ ...values, [key]: value });
     setPlan(null);
@@ -111,8 +143,11 @@ export function BatchForm({
   const pickProfile = (value: string) => {
     setProfile(value);
     const next = offered.find(p => p.name === value);
-    const part = (next?.body[kind.kind] ?? {}) as Values;
-    setValues({ ...defaults(fields), ...part });
+    const part = (next?.body[kind] ?? {}) as Part;
+    const given = fields
+      .map(f => [f.key, valueAt(part, f.key)])
+      .filter(([, value]) => value !== undefined);
+    setValues({ ...defaults(fields), ...Object.fromEntries(given) });
     setPlan(null);
   };
 
@@ -133,11 +168,13 @@ export function BatchForm({
     }
   };
 
-  const field = (f: IBatchField) => {
+  const hint = (f: IFormField) =>
+    f.key === hintAfter &&
+    form.hint && <p className="eugo-Hint">{form.hint}</p>;
+  const input = (f: IFormField) => {
     if (f.type === 'count') {
       return (
         <NumberField
-          key={f.key}
           label={f.label}
           min={f.min ?? 0}
           max={f.max ?? 4096}
@@ -149,7 +186,7 @@ export function BatchForm({
     }
     if (f.type === 'lines') {
       return (
-        <label key={f.key} className="eugo-Field">
+        <label className="eugo-Field">
           <span>{f.label}</span>
           <textarea
             className="jp-mod-styled eugo-Input eugo-mod-lines"
@@ -164,25 +201,30 @@ export function BatchForm({
       );
     }
     return (
-      <React.Fragment key={f.key}>
-        <TextField
-          label={f.label}
-          ariaLabel={f.label}
-          placeholder={f.placeholder ?? ''}
-          title={f.title}
-          disabled={locked(f.key)}
-          value={String(values[f.key] ?? '')}
-          onChange={set(f.key)}
-        />
-        {(f.key === 'walltime' || f.key === 'namespace') && kind.hint && (
-          <p className="eugo-Hint">{kind.hint}</p>
-        )}
-      </React.Fragment>
+      <TextField
+        label={f.label}
+        ariaLabel={f.label}
+        placeholder={f.placeholder ?? ''}
+        title={f.title}
+        disabled={locked(f.key)}
+        value={String(values[f.key] ?? '')}
+        onChange={set(f.key)}
+      />
     );
   };
+  const field = (f: IFormField) => (
+    <React.Fragment key={f.key}>
+      {input(f)}
+      {hint(f)}
+    </React.Fragment>
+  );
 
   return (
-    <form className={`eugo-Form ${kind.className ?? ''}`} onSubmit={onSubmit}>
+    <form
+      className="eugo-Form eugo-BatchForm"
+      data-kind={kind}
+      onSubmit={onSubmit}
+    >
       {offered.length > 0 && (
         <label className="eugo-Field">
           <span>Profile</span>
@@ -206,7 +248,7 @@ export function BatchForm({
       <LifetimeField
         value={lifetime}
         onChange={setLifetime}
-        group={`eugo-${kind.kind}-lifetime`}
+        group={`eugo-${kind}-lifetime`}
       />
       <FormActions pending={pending} label="Launch" pendingLabel="Working…">
         <button

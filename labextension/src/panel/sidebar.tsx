@@ -5,13 +5,18 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { IKindInfo, IProfile, listKinds, listProfiles } from '../api';
+import {
+  IKindInfo,
+  IProfile,
+  launchKinds,
+  listKinds,
+  listProfiles
+} from '../api';
 import { CommandIDs } from '../commands';
 import { eugoIcon } from '../icon';
 import { ClusterStore } from '../model';
 import { ClusterCard } from './card';
 import { ConnectForm } from './connect';
-import { LAUNCH_KINDS } from '../kinds';
 import { BatchForm } from './batch';
 import { LaunchForm } from './launch';
 import { SshLaunchForm } from './ssh';
@@ -55,7 +60,7 @@ interface IBodyProps {
 }
 
 /** Launch on this machine or as a batch scheduler's jobs: one section, the form of the kind
- * chosen from the kinds table (kinds.ts). */
+ * chosen, as the server declares it (`GET /eugo/kinds`). */
 function LaunchSection({
   commands,
   open
@@ -63,18 +68,19 @@ function LaunchSection({
   commands: CommandRegistry;
   open: boolean;
 }) {
-  const [where, setWhere] = React.useState<string>(LAUNCH_KINDS[0].kind);
+  const [where, setWhere] = React.useState<string>('');
   const [profiles, setProfiles] = React.useState<IProfile[]>([]);
   const [kinds, setKinds] = React.useState<Record<string, IKindInfo>>({});
+  const [kindsError, setKindsError] = React.useState('');
   React.useEffect(() => {
     // Profiles come from the server's configuration; none (or an older server) is fine.
     listProfiles().then(setProfiles, () => setProfiles([]));
-    // "This job's nodes" only where the server runs inside a batch job; an older server: never.
-    listKinds().then(setKinds, () => setKinds({}));
+    // The kinds and their forms; "This job's nodes" only where the server runs inside a job.
+    listKinds().then(setKinds, error =>
+      setKindsError(error instanceof Error ? error.message : String(error))
+    );
   }, []);
-  const offered = LAUNCH_KINDS.filter(
-    k => !k.onlyWhereAvailable || kinds[k.kind]?.available
-  );
+  const offered = launchKinds(kinds);
   const chosen = offered.find(k => k.kind === where) ?? offered[0];
   return (
     <details className="eugo-Section" open={open}>
@@ -84,30 +90,35 @@ function LaunchSection({
         role="radiogroup"
         aria-label="Where to launch"
       >
-        {offered.map(({ kind, label }) => (
+        {offered.map(({ kind, form }) => (
           <label
             key={kind}
-            className={`eugo-KindSwitch-option ${where === kind ? 'eugo-mod-selected' : ''}`}
+            className={`eugo-KindSwitch-option ${chosen?.kind === kind ? 'eugo-mod-selected' : ''}`}
           >
             <input
               type="radio"
               name="eugo-launch-kind"
               value={kind}
-              checked={where === kind}
+              checked={chosen?.kind === kind}
               onChange={() => setWhere(kind)}
             />
-            {label}
+            {form.label}
           </label>
         ))}
       </div>
-      {chosen.form === 'local' ? (
-        <LaunchForm commands={commands} />
-      ) : (
+      {kindsError && (
+        <div className="eugo-Notice eugo-mod-error" role="status">
+          Cannot list the kinds of cluster: {kindsError}
+        </div>
+      )}
+      {chosen?.form.widget === 'nodes' && <LaunchForm commands={commands} />}
+      {chosen?.form.widget === 'fields' && (
         <BatchForm
           key={chosen.kind}
           commands={commands}
           profiles={profiles}
-          kind={chosen}
+          kind={chosen.kind}
+          form={chosen.form}
         />
       )}
     </details>
