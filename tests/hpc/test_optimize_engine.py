@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,8 +19,10 @@ import pytest
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import OptionsError
 from eugo_jupyter.hpc.optimize import OptimizationReport, Optimized, _state
+from eugo_jupyter.hpc.optimize._differs import explain_difference
+from eugo_jupyter.hpc.optimize._verify import Difference
 
-from .optimize_corpus import COMPILABLE, DIFFERENT, NOT_COMPILED, Notebook
+from .optimize_corpus import COMPILABLE, DIFFERENT, NOT_COMPILED, UNSIGNED_STORE, Notebook
 
 
 def _last_def(source: str) -> str:
@@ -555,6 +558,37 @@ def test_a_different_answer_names_its_likely_cause_and_line(name: str) -> None:
     found = report.as_dict()["not_compiled"][0]
     assert (found["kind"], found["line"]) == (kind, line), found
     assert found["fix"] and f"how to help it: {fn.__name__}, line {line}" in repr(report)
+
+
+def test_a_float_stored_into_an_unsigned_array_is_named_where_this_cpu_makes_them_differ() -> None:
+    # Undefined in C: whether the answers differ depends on the CPU, so the expectation follows
+    # what plain numba gives here. Equal answers: compiling is right. Different: named, with a fix.
+    source, args, kind, line = UNSIGNED_STORE
+    nb = Notebook()
+    nb.cell(source)
+    fn = nb["to_counts"]
+    plain, compiled = fn(args[0].copy()), numba.njit(fn)(args[0].copy())
+    report = eugo.hpc.optimize(fn, *args)
+    if np.array_equal(plain, compiled):
+        assert report.compiled and np.array_equal(report.result, plain), repr(report)
+        return
+    assert not report.compiled and report.difference, repr(report)
+    found = report.as_dict()["not_compiled"][0]
+    assert (found["kind"], found["line"]) == (kind, line), found
+    assert "cast to float first" in found["fix"]
+
+
+def test_the_unsigned_store_is_recognised_on_its_line_whatever_the_cpu() -> None:
+    # The recogniser itself, on every machine: given the answers this CPU's vectorised numba
+    # gives where it saturates (0 for -1.0), it names the store's line and the fix.
+    source, _, kind, line = UNSIGNED_STORE
+    nb = Notebook()
+    nb.cell(source)
+    fn = nb["to_counts"]
+    differs = Difference("result[0]", "65535", "0", "values differ")
+    helped = explain_difference(None, fn, differs)
+    assert helped is not None and (helped.kind, helped.line) == (kind, line), helped
+    assert "out[i] = a[i]" in helped.source_line and "clip" in helped.fix
 
 
 _FRESH_PROCESS = """

@@ -46,6 +46,7 @@ from ray.util.scheduling_strategies import (
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import GetTimeoutError as EugoGetTimeoutError
 from eugo_jupyter.exceptions import InfeasibleRequestWarning, OptionsError, SerializationError
+from tests.fixtures.waiting import until
 
 
 @dataclass(frozen=True)
@@ -689,10 +690,19 @@ def test_kill_and_get_actor_are_public_with_rays_keywords() -> None:
     assert isinstance(found, eugo.hpc.ActorProxy)
     assert eugo.hpc.get(found.incr(1)) == 2  # the call form works on what get_actor found
     eugo.hpc.kill(found, no_restart=True)
+
+    def released() -> bool:
+        try:
+            eugo.hpc.get_actor("public-kill", namespace="parity")
+        except ValueError as error:
+            return "public-kill" in str(error)
+        return False
+
+    # ray.kill is asynchronous: a call sent at once may still reach the actor on a busy machine
+    # (Ray's own tests wait for DEAD the same way); once its name is gone, calls fail.
+    until(released, "the killed actor's name to be released", deadline_s=120)
     with pytest.raises(RayActorError):
         eugo.hpc.get(c.incr(), timeout=120)
-    with pytest.raises(ValueError, match="public-kill"):
-        eugo.hpc.get_actor("public-kill", namespace="parity")
     with pytest.raises(ValueError, match="kill"):
         eugo.hpc.kill(square_future := eugo.hpc.put(1))  # a future is not an actor
     del square_future
