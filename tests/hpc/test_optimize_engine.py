@@ -6,6 +6,7 @@ numbers checked are the cell's own. No wall-clock bound anywhere: speed is the b
 
 from __future__ import annotations
 
+import builtins
 import re
 import sys
 import warnings
@@ -418,6 +419,44 @@ def test_what_a_call_prints_is_printed_once_while_it_is_verified(
     assert fn.entry().state == "compiled", fn.entry().reason
     printed = capfd.readouterr().out.splitlines()
     assert printed == ["step 0", "step 1", "step 2", "step 3", "step 2.5"], printed
+
+
+def test_a_print_compiles_after_ray_replaced_the_builtin_print(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ray's tqdm_ray puts its ``safe_print`` in ``builtins`` once a bar shows in a process (a
+    Ray Data run in the notebook); numba knows only the builtin, so a function that prints was
+    kept Python with "numba does not know print"."""
+    from ray.experimental import tqdm_ray
+
+    monkeypatch.setattr(builtins, "print", tqdm_ray.safe_print)
+    nb = Notebook()
+    nb.cell("def shout(n):\n    print('at', n)\n    return n + 1\n")
+    fn = Optimized(nb["shout"], force=True)
+    assert [fn(n) for n in range(4)] == [1, 2, 3, 4]
+    assert fn.entry().state == "compiled", fn.entry().reason
+    assert capfd.readouterr().out.splitlines() == ["at 0", "at 1", "at 2", "at 3"]
+
+
+def test_a_print_compiles_when_ray_replaced_print_between_numbas_load_and_its_first_compile() -> (
+    None
+):
+    """The order a notebook takes (numba imported, then a Ray bar, then the first compile): numba
+    types the builtin ``print`` but would lower Ray's; a fresh interpreter, as in a kernel."""
+    import subprocess
+
+    code = (
+        "import builtins, numba\n"
+        "from ray.experimental import tqdm_ray\n"
+        "builtins.print = tqdm_ray.safe_print\n"
+        "from eugo_jupyter.hpc.optimize import Optimized\n"
+        "ns = {}\n"
+        "exec('def shout(n):\\n    print(\\'at\\', n)\\n    return n + 1\\n', ns)\n"
+        "fn = Optimized(ns['shout'], force=True)\n"
+        "print([fn(n) for n in range(4)], fn.entry().state.value, fn.entry().reason)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1].startswith("[1, 2, 3, 4] compiled"), out.stdout
 
 
 class _PythonRuns:

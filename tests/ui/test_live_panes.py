@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.waiting import until
 from tests.ui.conftest import Lab
 
 pytestmark = pytest.mark.ui
@@ -164,7 +165,7 @@ def test_panes_open_dock_and_show_a_run_while_it_runs(
         )
         status_line(stream).filter(has_text="2 running").wait_for(timeout=CLUSTER_TIMEOUT_MS)
         stream.locator('.eugo-Legend li[data-func="hold"]').wait_for()
-        tip = hover_a_running_task(page, stream)
+        tip = hover_a_running_task(page, stream, "hold")
         assert "hold" in tip and "running for" in tip and "node " in tip, tip
         progress.screenshot(path=str(artifacts / "live-progress-running.png"))
         stream.screenshot(path=str(artifacts / "live-task-stream-running.png"))
@@ -181,18 +182,30 @@ def test_panes_open_dock_and_show_a_run_while_it_runs(
     page.locator("#jp-main-dock-panel").screenshot(path=str(artifacts / "live-docked.png"))
 
 
-def hover_a_running_task(page: Any, stream: Any) -> str:
+def hover_a_running_task(page: Any, stream: Any, function: str) -> str:
     """Hover along each worker's lane at the right edge ("now"), where a running task's bar
-    reaches; the tooltip's text."""
+    reaches, until one of ``function``'s tasks shows its tooltip; the tooltip's text. (A task
+    that just finished can still read as running for a moment: Ray reports task events in
+    batches, so the lane of a held task is looked for, not the first lane with a tooltip.)"""
     canvas = stream.locator("canvas.eugo-TaskStream-canvas")
-    box = canvas.bounding_box()
-    lanes = int(canvas.get_attribute("data-lanes") or "0")
     tip = stream.locator(".eugo-Tooltip")
-    for lane in range(lanes):
-        page.mouse.move(box["x"] + box["width"] - 3, box["y"] + 18 + lane * 16 + 8)
-        if tip.is_visible():
-            return str(tip.inner_text())
-    pytest.fail(f"no tooltip on any of {lanes} lanes")
+    seen: list[str] = []
+
+    def found() -> str:
+        box = canvas.bounding_box()
+        for lane in range(int(canvas.get_attribute("data-lanes") or "0")):
+            page.mouse.move(box["x"] + box["width"] - 3, box["y"] + 18 + lane * 16 + 8)
+            if tip.is_visible():
+                text = str(tip.inner_text())
+                if text.startswith(function):
+                    return text
+                seen.append(text)
+        return ""
+
+    try:
+        return until(found, f"a running {function} task's tooltip", 120)
+    except AssertionError:
+        pytest.fail(f"no running {function} task on any lane; tooltips seen: {seen[-3:]}")
 
 
 def test_failures_nodes_and_gpus(

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _candidates, _nodecache, _prewarm
+from . import _candidates, _nodecache, _numba_private, _prewarm
 
 __all__ = [
     "INSTALL_HINT",
@@ -107,6 +107,9 @@ def _jit(
     numba: Any, fn: types.FunctionType, parallel: bool, caches: list[_nodecache.Folder],
     folder: Any,
 ) -> Any:  # fmt: skip
+    if "print" in _candidates.global_names(fn) and "print" not in fn.__globals__:
+        # ``fn`` is a copy made by _rebind: its namespace is ours to bind the print numba types
+        fn.__globals__["print"] = _numba_private.typed_print()
     dispatcher = numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
     cache = _nodecache.attach(dispatcher, folder)
     if cache is not None:

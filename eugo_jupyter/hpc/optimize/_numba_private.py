@@ -5,6 +5,10 @@ Two things the optimizer needs have no public API in numba:
 - **The node cache** (:mod:`._nodecache`): numba's ``FunctionCache`` located in a folder of our
   key, built from ``numba.core.caching``'s ``_CacheLocator`` and ``CompileResultCacheImpl``,
   and set as a dispatcher's ``_cache``.
+- **The ``print`` numba compiles** (:mod:`._compile`): numba types the ``builtins.print`` it
+  found when it loaded and lowers the one it finds when its CPU target starts; Ray's
+  ``tqdm_ray`` replaces ``builtins.print`` with its ``safe_print`` in a process that showed a
+  bar, which can fall between the two. The registries say which object numba knows.
 - **New argument types** (:mod:`._runtime`): a settled dispatcher calls its
   ``_compile_for_args`` (looked up on the instance) before compiling a version for argument
   types it has none for; the optimizer puts its own there to check that version against
@@ -28,6 +32,7 @@ __all__ = [
     "intercept_new_types",
     "set_cache",
     "stop_intercepting",
+    "typed_print",
 ]
 
 
@@ -73,6 +78,35 @@ def cache_class(folder_of: Callable[[Any], Path | None]) -> type:
         _impl_class = Impl
 
     return Cache
+
+
+def typed_print() -> Any:
+    """The ``print`` numba compiles, known to both its typing and its lowering. When Ray's
+    ``safe_print`` came into ``builtins`` after numba loaded, the lowering (not loaded yet) is
+    loaded with the typed ``print`` in ``builtins`` for that moment, so that the two agree."""
+    import builtins
+    import sys
+
+    from numba.core.typing.templates import builtin_registry
+
+    typed = [v for v, _ in builtin_registry.globals if _is_print(v)]
+    if "numba.cpython.printimpl" not in sys.modules and typed:
+        current, builtins.print = builtins.print, typed[0]
+        try:
+            import numba.cpython.printimpl  # noqa: F401  (registers its lowering of print)
+        finally:
+            builtins.print = current
+    from numba.cpython import printimpl
+
+    lowered = [f for _, f, _ in printimpl.registry.functions if _is_print(f)]
+    for value in (builtins.print, *typed):
+        if any(value is t for t in typed) and any(value is f for f in lowered):
+            return value
+    return builtins.print  # numba's own error follows, as without us
+
+
+def _is_print(value: Any) -> bool:
+    return callable(value) and getattr(value, "__name__", None) in ("print", "safe_print")
 
 
 def ensure_cache_path(cache: Any) -> None:
