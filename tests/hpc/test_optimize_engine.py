@@ -438,17 +438,22 @@ def test_a_print_compiles_after_ray_replaced_the_builtin_print(
     assert capfd.readouterr().out.splitlines() == ["at 0", "at 1", "at 2", "at 3"]
 
 
-def test_a_print_compiles_when_ray_replaced_print_between_numbas_load_and_its_first_compile() -> (
-    None
-):
-    """The order a notebook takes (numba imported, then a Ray bar, then the first compile): numba
-    types the builtin ``print`` but would lower Ray's; a fresh interpreter, as in a kernel."""
+@pytest.mark.parametrize(
+    "before_ours",
+    ["", "numba.njit(lambda x: x + 1)(1)\n"],
+    ids=["first-compile-ours", "something-compiled-first"],
+)
+def test_a_print_compiles_when_ray_replaced_print_after_numba_loaded(before_ours: str) -> None:
+    """A notebook's order (numba imported, then a Ray bar, then compiles): numba types the
+    builtin ``print`` and lowers Ray's when its CPU target starts after the bar, whether our
+    compile starts it or another compile did. A fresh interpreter each, as a kernel."""
     import subprocess
 
     code = (
         "import builtins, numba\n"
         "from ray.experimental import tqdm_ray\n"
         "builtins.print = tqdm_ray.safe_print\n"
+        f"{before_ours}"
         "from eugo_jupyter.hpc.optimize import Optimized\n"
         "ns = {}\n"
         "exec('def shout(n):\\n    print(\\'at\\', n)\\n    return n + 1\\n', ns)\n"
@@ -456,6 +461,7 @@ def test_a_print_compiles_when_ray_replaced_print_between_numbas_load_and_its_fi
         "print([fn(n) for n in range(4)], fn.entry().state.value, fn.entry().reason)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-5:-1] == ["at 0", "at 1", "at 2", "at 3"], out.stdout
     assert out.stdout.splitlines()[-1].startswith("[1, 2, 3, 4] compiled"), out.stdout
 
 

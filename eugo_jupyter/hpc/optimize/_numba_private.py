@@ -82,8 +82,9 @@ def cache_class(folder_of: Callable[[Any], Path | None]) -> type:
 
 def typed_print() -> Any:
     """The ``print`` numba compiles, known to both its typing and its lowering. When Ray's
-    ``safe_print`` came into ``builtins`` after numba loaded, the lowering (not loaded yet) is
-    loaded with the typed ``print`` in ``builtins`` for that moment, so that the two agree."""
+    ``safe_print`` came into ``builtins`` after numba loaded, the lowering is loaded with the
+    typed ``print`` in ``builtins`` for that moment, or, loaded already with Ray's, is given the
+    typed one too, so that the two agree."""
     import builtins
     import sys
 
@@ -102,7 +103,14 @@ def typed_print() -> Any:
     for value in (builtins.print, *typed):
         if any(value is t for t in typed) and any(value is f for f in lowered):
             return value
-    return builtins.print  # numba's own error follows, as without us
+    if not typed:
+        return builtins.print  # numba's own error follows, as without us
+    # Both loaded, each with another object: numba's lowering of print serves the typed one too
+    # (the registry is incremental: the target installs it at its next refresh, each compile).
+    from numba.core import types
+
+    printimpl.registry.lower(typed[0], types.VarArg(types.Any))(printimpl.print_varargs_impl)
+    return typed[0]
 
 
 def _is_print(value: Any) -> bool:
