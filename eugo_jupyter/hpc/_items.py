@@ -11,7 +11,7 @@ timeout)``. Without a policy the loop is the plain one (a ~10 µs item pays noth
   Code that never returns to Python (a C loop holding the GIL) cannot be interrupted that way:
   ``faulthandler``'s watchdog, a C thread that needs no GIL, then ends the worker process after
   a grace period, Ray replaces it, and the driver sees the batch lost (see ``Run`` in
-  :mod:`._imap`). Nothing calls ``ray.cancel``, which aborts the driver when the task it
+  :mod:`._run`). Nothing calls ``ray.cancel``, which aborts the driver when the task it
   cancels is finishing (Ray 2.60, see :mod:`._batching`).
 - ``collect``: a failed item leaves ``None`` in its slot and a :class:`Failure` in ``failures``,
   and the batch goes on; otherwise the batch stops at the first failure, keeping what finished.
