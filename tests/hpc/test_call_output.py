@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.waiting import until
+
 from ._kernel import Kernel, kernel_for
 
 
@@ -470,3 +472,68 @@ def test_dynamic_and_streaming_generators_in_a_notebook_behave_as_under_ray(
     ), kernel.under(cell)
     assert kernel.until(lambda: "[split] block 2" in kernel.under(cell)), kernel.under(cell)
     assert kernel.until(lambda: "[Source.items] item 1" in kernel.under(cell))
+
+
+class _StuckHub:
+    """A hub whose ``take`` waits until a file exists (bounded): a hub on a cluster that just
+    died answers no better."""
+
+    def take(self, begun: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+        import os
+        import time
+
+        open(begun, "w").close()
+        for _ in range(1200):
+            if os.path.exists(flag):
+                break
+            time.sleep(0.05)
+        return {}, []
+
+
+def test_letting_go_of_a_cluster_does_not_wait_for_a_pump_stuck_on_it(
+    ray_local: Any, tmp_path: Any
+) -> None:
+    """The output thread's take from a hub on a dying cluster waits (up to 10 s); letting go of
+    the cluster (``disconnect``, then Ray's shutdown) must not wait behind it, or Ray ends the
+    kernel's process first. Before, the take held the router's lock."""
+    import threading
+
+    import ray
+
+    from eugo_jupyter.hpc._output.router import Router
+
+    begun, flag = tmp_path / "begun", tmp_path / "release"
+    hub = ray.remote(_StuckHub).options(num_cpus=0).remote()
+
+    class Stuck:  # the router calls hub.take.remote(); this hub's take waits on the flag
+        class take:  # the method's name
+            @staticmethod
+            def remote() -> Any:
+                return hub.take.remote(str(begun), str(flag))
+
+    router = Router(None, tasks=False)
+    router.hub, router.cluster = Stuck(), "here"
+    outcome: list[str] = []
+
+    def pump() -> None:
+        try:
+            router.pump()
+            outcome.append("returned")
+        except Exception as exc:  # noqa: BLE001 - before: the take timed out (disconnect waited)
+            outcome.append(type(exc).__name__)
+
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
+    until(begun.exists, "the pump's take to reach the hub")
+    left = threading.Event()
+    threading.Thread(target=lambda: (router.disconnect(), left.set()), daemon=True).start()
+    try:
+        assert left.wait(timeout=60), "disconnect waited for the stuck take"
+        assert router.hub is None
+    finally:
+        flag.touch()  # the take answers only now: had disconnect waited, it would have timed out
+        pumping.join(timeout=60)
+    # The take was still waiting when disconnect returned, and its answer, for a hub let go of
+    # meanwhile, is dropped without an error.
+    assert outcome == ["returned"], outcome
+    ray.kill(hub)

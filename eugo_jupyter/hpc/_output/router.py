@@ -137,7 +137,10 @@ class Router:
         self.skip: set[str] = set()  # labels of eugo's own functions (not wrapped)
         self.actors: set[str] = set()  # class names whose methods were wrapped
         self.claimed: str | None = None  # a label whose submitter tracks it itself
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # the calls, the areas, the hub
+        #: One take from the hub at a time, so that lines keep their order; held while the take
+        #: waits on the cluster, which :attr:`lock` never is (see :meth:`pump`).
+        self.pumping = threading.RLock()
         self.thread: threading.Thread | None = None
         self.exported = False  # whether a wrapped function or class names the hub
 
@@ -201,29 +204,39 @@ class Router:
         """Take what the hub holds and put each line under its call's cell."""
         import ray
 
-        with self.lock:
-            # Never from a disconnected kernel: ray.get would start a fresh default Ray here,
-            # on this thread, racing the notebook's own next connection.
-            if self.hub is None or not ray.is_initialized():
-                return
-            batches, finished = ray.get(self.hub.take.remote(), timeout=10)
-            touched: set[int] = set()
-            for key, chunks in batches.items():
-                call = self.calls.get(key)
-                if call is None:
-                    call = self.calls[key] = _Call("?", None)
-                self._feed(call, chunks)
+        with self.pumping:
+            with self.lock:
+                # Never from a disconnected kernel: ray.get would start a fresh default Ray
+                # here, on this thread, racing the notebook's own next connection.
+                hub = self.hub
+                if hub is None or not ray.is_initialized():
+                    return
+            # Outside the lock: on a cluster that just died this waits (up to 10 s), and letting
+            # go of that cluster (disconnect, then Ray's shutdown) must not wait for it.
+            batches, finished = ray.get(hub.take.remote(), timeout=10)
+            with self.lock:
+                if self.hub is not hub:
+                    return  # let go of meanwhile: these calls' cells are gone with it
+                self._apply(batches, finished)
+
+    def _apply(self, batches: dict[str, Chunks], finished: list[str]) -> None:
+        touched: set[int] = set()
+        for key, chunks in batches.items():
+            call = self.calls.get(key)
+            if call is None:
+                call = self.calls[key] = _Call("?", None)
+            self._feed(call, chunks)
+            if call.area is not None:
+                touched.add(id(call.area))
+        for key in finished:
+            call = self.calls.get(key)
+            if call is not None:
+                self._finish(call)
                 if call.area is not None:
                     touched.add(id(call.area))
-            for key in finished:
-                call = self.calls.get(key)
-                if call is not None:
-                    self._finish(call)
-                    if call.area is not None:
-                        touched.add(id(call.area))
-            for area in self.areas.values():
-                if id(area) in touched:
-                    area.update()
+        for area in self.areas.values():
+            if id(area) in touched:
+                area.update()
 
     def _feed(self, call: _Call, chunks: Chunks) -> None:
         if call.writer is not None:  # as printed: fd:stdout is stdout, a note goes to stderr

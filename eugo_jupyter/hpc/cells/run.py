@@ -109,14 +109,14 @@ class CellRun:
     def emit_output(self, emit: Emit, final: bool = False, printed: bool = True) -> None:
         """Hand ``emit`` what the cell printed since the last time (all of it when ``final``:
         the call sent its last lines before its result was ready). A cell that printed
-        nothing asks the hub nothing."""
+        nothing asks the hub nothing. While the cell runs, the router's own thread takes its
+        lines from the hub: this loop never waits on the cluster for output, so a cluster that
+        dies meanwhile is noticed by the wait's watch within seconds."""
         from .. import _output
 
         try:
             if printed and final:
                 _output.settle([self.value_ref])
-            elif printed:
-                _output.cell_router().pump()
         except Exception:  # noqa: BLE001 - a lost hub loses output, never the result
             pass
         while self.shown:
@@ -149,7 +149,7 @@ class CellRun:
                     break
                 except RayGetTimeoutError:
                     pass
-                watch.check()  # before reading output: the hub lives on the cluster too
+                watch.check()  # a dead cluster: ClusterError within seconds
                 self.emit_output(emit)
                 if deadline is not None and time.monotonic() > deadline and not self.ready():
                     diagnosis = diagnose([self.value_ref])
