@@ -171,3 +171,35 @@ def gpu_cluster() -> Iterator[object]:
     GPU)."""
     with two_node_cluster(worker_cpus=4, worker_gpus=1) as (cluster, _):
         yield cluster
+
+
+# -- tests marked ``gpu`` need a real NVIDIA GPU: skipped, with the reason, without one (here, so
+# that a run of one folder, such as tests/hpc, skips them too). Run them on a GPU machine with
+# scripts/gpu_checks.sh.
+
+
+def _no_gpu_reason() -> str | None:
+    from eugo_jupyter.gpu.probe import nvml_devices
+
+    view = nvml_devices()
+    if view["error"]:
+        return (
+            f"needs a real NVIDIA GPU; none here ({view['error']}); "
+            "run scripts/gpu_checks.sh on a GPU machine"
+        )
+    if not view["devices"]:
+        return (
+            "needs a real NVIDIA GPU; NVML lists none here; "
+            "run scripts/gpu_checks.sh on a GPU machine"
+        )
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    reason = _no_gpu_reason()
+    if reason:
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=reason))
