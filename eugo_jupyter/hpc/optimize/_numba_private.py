@@ -82,22 +82,14 @@ def cache_class(folder_of: Callable[[Any], Path | None]) -> type:
 
 def typed_print() -> Any:
     """The ``print`` numba compiles, known to both its typing and its lowering. When Ray's
-    ``safe_print`` came into ``builtins`` after numba loaded, the lowering is loaded with the
-    typed ``print`` in ``builtins`` for that moment, or, loaded already with Ray's, is given the
-    typed one too, so that the two agree."""
+    ``safe_print`` came into ``builtins`` after numba loaded, the lowering (loaded with Ray's)
+    is given the typed one too, so that the two agree."""
     import builtins
-    import sys
 
     from numba.core.typing.templates import builtin_registry
 
     typed = [v for v, _ in builtin_registry.globals if _is_print(v)]
-    if "numba.cpython.printimpl" not in sys.modules and typed:
-        current, builtins.print = builtins.print, typed[0]
-        try:
-            import numba.cpython.printimpl  # noqa: F401  (registers its lowering of print)
-        finally:
-            builtins.print = current
-    from numba.cpython import printimpl
+    from numba.cpython import printimpl  # registers its lowering of today's builtins.print
 
     lowered = [f for _, f, _ in printimpl.registry.functions if _is_print(f)]
     for value in (builtins.print, *typed):
