@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tornado.httpclient import HTTPClientError
 from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
+from tests.fixtures.waiting import until
 
 DEADLINE = 1200.0  # the machine is shared and Ray starts slowly under load: we poll, never time
 _shared: dict[str, Any] = {}
@@ -287,13 +287,6 @@ async def test_profiles_are_listed_and_fix_what_they_do_not_let_change(jp_fetch:
     assert code == 400 and "slurm.nodes is fixed by the profile 'debug, 2 nodes'" in message
 
 
-def _until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"SLURM never got there: {what}"
-        time.sleep(0.5)
-
-
 def test_a_head_job_ended_outside_the_manager_ends_the_cluster_and_cancels_its_workers(
     slurm: Slurm, tmp_path: Path
 ) -> None:
@@ -315,10 +308,10 @@ def test_a_head_job_ended_outside_the_manager_ends_the_cluster_and_cancels_its_w
         return out.strip().split(";")[0]
 
     head, worker = submit("head"), submit("worker")
-    _until(lambda: f"{head} head RUNNING" in _squeue(slurm), "head job running")
-    _until(lambda: f"{worker} worker RUNNING" in _squeue(slurm), "worker job running")
+    until(lambda: f"{head} head RUNNING" in _squeue(slurm), "SLURM: head job running", 120)
+    until(lambda: f"{worker} worker RUNNING" in _squeue(slurm), "SLURM: worker job running", 120)
     subprocess.run(["scancel", head], env=slurm.env, check=True)
-    _until(lambda: head not in _squeue(slurm).split(), "head job ended")
+    until(lambda: head not in _squeue(slurm).split(), "SLURM: head job ended", 120)
 
     record = {
         "spec": {},
@@ -338,4 +331,4 @@ def test_a_head_job_ended_outside_the_manager_ends_the_cluster_and_cancels_its_w
     assert f"{worker} worker RUNNING" in _squeue(slurm)
     # ...the manager acts on the end, once: the worker job is cancelled.
     backend.release(record)
-    _until(lambda: worker not in _squeue(slurm).split(), "worker job cancelled")
+    until(lambda: worker not in _squeue(slurm).split(), "SLURM: worker job cancelled", 120)
