@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from eugo_jupyter.server.backends.batch import BatchBackend
 from tests.fixtures.fake_backend import FakeBackend
 from tests.fixtures.gridengine import gridengine_cell, require_gridengine
 from tests.fixtures.slurm import require_slurm, slurm_cluster
+from tests.fixtures.waiting import until
 
 
 @dataclass
@@ -118,13 +118,11 @@ def _kubernetes(tmp: Path) -> Iterator[Case]:
     from tests.fixtures.kube_api import kube_api
 
     def settle(backend: Backend, record: dict[str, Any], workers: int) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def settled() -> bool:
             rows = backend.state(record).detail["jobs"]
-            if [r["role"] for r in rows if r["state"] == "Running"].count("worker") == workers:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"the workers never settled at {workers}")
+            return [r["role"] for r in rows if r["state"] == "Running"].count("worker") == workers
+
+        until(settled, f"the workers settling at {workers}", 30, every_s=0.05)
 
     with kube_api(tmp) as api:
         body = {"kind": "kubernetes", "kubernetes": {"worker_groups": [{"replicas": 1}]}}
@@ -278,13 +276,14 @@ def test_every_bad_field_is_refused_by_name_before_anything_runs(
 
 
 def _until(backend: Backend, record: dict[str, Any], done: Any, what: str) -> Any:
-    deadline = time.monotonic() + 600  # a shared machine: a job may take long to start
-    while True:
+    """The backend's view of the launch once ``done(view)`` holds (a shared machine: a job may
+    take long to start, hence the 600 s)."""
+
+    def view() -> Any:
         observed = backend.state(record)
-        if done(observed):
-            return observed
-        assert time.monotonic() < deadline, f"{backend.label} never got there: {what}"
-        time.sleep(0.5)
+        return observed if done(observed) else None
+
+    return until(view, f"{backend.label}: {what}", 600, every_s=0.5)
 
 
 def _batch_launch(case: Case, fields: dict[str, Any]) -> tuple[BatchBackend, dict[str, Any]]:
