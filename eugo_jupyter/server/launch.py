@@ -19,25 +19,18 @@ from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from .backends import Backend, Observed, Spec
+from .cluster import Cluster
 from .models import error_text
 
 __all__ = ["Launch"]
 
 
-class _Cluster(Protocol):
-    """What a launch reads and sets of the manager's cluster."""
-
-    record: dict[str, Any]
-    status: str
-    error: str | None
-
-
 class _Observer(Protocol):
     """What a launch uses of the manager's monitoring (:class:`.observer.Observer`)."""
 
-    async def observe(self, cluster: Any) -> Observed: ...
-    async def read(self, cluster: Any) -> dict[str, Any]: ...
-    def took(self, cluster: Any, data: dict[str, Any]) -> None: ...
+    async def observe(self, cluster: Cluster) -> Observed: ...
+    async def read(self, cluster: Cluster) -> dict[str, Any]: ...
+    def took(self, cluster: Cluster, data: dict[str, Any]) -> None: ...
 
 
 class _Manager(Protocol):
@@ -52,7 +45,7 @@ class _Manager(Protocol):
     @property
     def observer(self) -> _Observer: ...
 
-    def _save(self, cluster: Any) -> None: ...
+    def _save(self, cluster: Cluster) -> None: ...
 
 
 class Launch:
@@ -61,7 +54,7 @@ class Launch:
     def __init__(
         self,
         manager: _Manager,
-        cluster: _Cluster,
+        cluster: Cluster,
         backend: Backend,
         spec: Spec | None = None,
     ) -> None:

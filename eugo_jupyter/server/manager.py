@@ -25,6 +25,8 @@ ends by itself (SLURM's wall time, processes killed) turns "stopped" with the re
 Clusters found on this machine but not started here (``discovery.py``) are listed after the
 manager's own, as kind "found"; DELETE stops one only with ``confirm=True``. A launched cluster
 may carry an idle timeout and a maximum lifetime (``expiry.py``), watched by a task of its own.
+What the manager keeps of each cluster is a :class:`.cluster.Cluster`; clusters of lifetime
+"server" stop with the server, however it exits (:class:`.watchdog.ExitGuard`).
 
 Usable without the panel or HTTP, from any asyncio code (a notebook cell can ``await``):
 
@@ -37,73 +39,27 @@ Usable without the panel or HTTP, from any asyncio code (a notebook cell can ``a
 from __future__ import annotations
 
 import asyncio
-import atexit
 import copy
 import os
 import secrets
 import time
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .. import records
 from ..exceptions import ClusterError, OptionsError
 from . import discovery, expiry, monitor, requests, watchdog
 from .backends import Backend, PlanModel, Spec, default_backends
+from .cluster import Cluster, new_record
 from .launch import Launch
-from .models import ClusterModel, KindFacts, make_cluster_model, timestamp
+from .models import ClusterModel, KindFacts, make_cluster_model
 from .observer import Observer
-from .pacing import CountsPace
 from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
 
 STATUSES = ("starting", "running", "stopping", "stopped", "error")
-
-
-@dataclass
-class _Cluster:
-    record: dict[str, Any]  # what is on disk; the backend keeps its own keys here
-    status: str
-    error: str | None = None
-    monitoring: dict[str, Any] = field(default_factory=monitor.empty)
-    backend_state: dict[str, Any] | None = None  # the model's key named after the kind
-    updated: str | None = None
-    read_at: float = 0.0  # the last Ray read ended (0: read at the next request)
-    observed_at: float = 0.0  # the backend's view was last asked for
-    pace: CountsPace | None = None  # when the task counts are read again (the observer's)
-    refreshing: asyncio.Task[None] | None = None
-    counting: asyncio.Task[None] | None = None  # a task-count read in the background
-    launching: asyncio.Task[None] | None = None
-    limits: expiry.Expiry | None = None  # idle timeout / max lifetime, when set at launch
-    watching: asyncio.Task[None] | None = None
-
-    @property
-    def id(self) -> str:
-        return str(self.record["id"])
-
-    @property
-    def kind(self) -> str:
-        return str(self.record.get("kind"))
-
-
-def _new_record(cluster_id: str, spec: Spec) -> dict[str, Any]:
-    """The one place a cluster's record starts; backends add their keys when they start."""
-    return {
-        "id": cluster_id,
-        "name": spec.name,
-        "kind": spec.kind,
-        "address": None,
-        "dashboard_url": None,
-        "created": timestamp(),
-        "lifetime": spec.lifetime,
-        "server_pid": os.getpid(),
-        "pids": [],
-        "spec": spec.to_model(),
-        "status": "starting",
-    }
 
 
 class ClusterManager:
@@ -135,11 +91,10 @@ class ClusterManager:
         self._slow = ThreadPoolExecutor(max_workers=4, thread_name_prefix="eugo-launch")
         # The monitoring: what each backend sees and each cluster's Ray state, cached.
         self.observer = Observer(self.backends, read, max_age, read_timeout, self._slow, self._save)
-        self._clusters: dict[str, _Cluster] = {}
+        self._clusters: dict[str, Cluster] = {}
         self._started: asyncio.Task[None] | None = None
         self._adopt = adopt
-        self._atexit = False
-        self._watchdog: Any = None
+        self._exit = watchdog.ExitGuard(self.close_sync)
         # Found clusters: heads on this machine the manager did not start.
         self._found = discovery.FoundClusters(
             own=lambda: [c.record for c in self._clusters.values()],
@@ -172,15 +127,15 @@ class ClusterManager:
                 continue
             record = {**record, "server_pid": os.getpid(), "status": status}
             records.write_record(record)
-            cluster = _Cluster(record=record, status=status)
+            cluster = Cluster(record=record, status=status)
             self._clusters[cluster.id] = cluster
             self._watch(cluster, record.get("expiry"))
             if record.get("lifetime") == "server":
-                self._register_atexit()
+                self._exit.arm()
             if status == "starting":
                 cluster.launching = asyncio.ensure_future(Launch(self, cluster, backend).run())
 
-    def _stops_with_server(self, cluster: _Cluster) -> bool:
+    def _stops_with_server(self, cluster: Cluster) -> bool:
         backend = self.backends.get(cluster.kind)
         owned = bool(backend and backend.owns_processes)
         return owned and cluster.record.get("lifetime") == "server"
@@ -193,10 +148,9 @@ class ClusterManager:
         ours = [c for c in self._clusters.values() if self._stops_with_server(c)]
         await asyncio.gather(*(self._stop(c) for c in ours), return_exceptions=True)
         for cluster in self._clusters.values():  # the others outlive us: stop watching them
-            for task in (cluster.launching, cluster.refreshing, cluster.counting):
-                if task is not None and not task.done():
-                    task.cancel()
-        watchdog.end(self._watchdog)
+            for task in cluster.background():
+                task.cancel()
+        self._exit.disarm()
 
     def close_sync(self) -> None:
         """Like :meth:`close`, for interpreter exit (no event loop)."""
@@ -207,25 +161,9 @@ class ClusterManager:
                 records.delete_record(cluster.id)
                 self._clusters.pop(cluster.id, None)
 
-    def _register_atexit(self) -> None:
-        if not self._atexit:
-            atexit.register(self.close_sync)
-            self._atexit = True
-            # atexit runs only on a clean exit; the watchdog covers SIGKILL and crashes. A
-            # watchdog that cannot start must not cost the launch: the clean-exit path remains.
-            try:
-                self._watchdog = watchdog.start(os.getpid())
-            except OSError as exc:
-                warnings.warn(
-                    f"The EugoHPC Manager's watchdog did not start ({exc}): clusters of lifetime "
-                    "'server' stop with a clean server exit, but not if the server is killed.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-
     # -- models
 
-    def _model(self, cluster: _Cluster) -> ClusterModel:
+    def _model(self, cluster: Cluster) -> ClusterModel:
         active = records.active_record()
         backend = self.backends.get(cluster.kind)
         model = make_cluster_model(
@@ -238,7 +176,7 @@ class ClusterManager:
             backend_state=cluster.backend_state,
             scalable=bool(backend and backend.scalable),
         )
-        model["final_error"] = self._final(cluster)
+        model["final_error"] = cluster.final
         model["facts"] = cast(KindFacts, backend.facts()) if backend else None
         model["expiry"] = cluster.limits.to_model(time.time()) if cluster.limits else None
         return model
@@ -286,19 +224,6 @@ class ClusterManager:
                     + (f": {model['error']}" if model["error"] else ".")
                 )
             await asyncio.sleep(0.5)
-
-    @staticmethod
-    def _final(cluster: _Cluster) -> bool:
-        """Whether the cluster's error is final: it will not come up by itself.
-
-        The one owner of that rule (the model's ``final_error``; the REST client reads it): a
-        stopped cluster, or an error while no launch loop runs. While the loop runs (a queued or
-        held job, nodes still joining) an error may still turn into "running".
-        """
-        if cluster.status == "stopped":
-            return True
-        launching = cluster.launching is not None and not cluster.launching.done()
-        return cluster.status == "error" and not launching
 
     # -- profiles and previews
 
@@ -348,8 +273,8 @@ class ClusterManager:
                 f"idle_timeout and max_lifetime apply to clusters the Manager launches, not to "
                 f"kind {spec.kind!r} (not ours to stop); leave them out."
             )
-        record = _new_record(f"c-{secrets.token_hex(4)}", spec)
-        cluster = _Cluster(record=record, status="starting")
+        record = new_record(f"c-{secrets.token_hex(4)}", spec)
+        cluster = Cluster(record=record, status="starting")
         if backend.starts_quickly:  # a refusal (bad address, bad partition) is this call's error
             loop = asyncio.get_running_loop()
             record.update(
@@ -367,7 +292,7 @@ class ClusterManager:
         self._watch(cluster, limits)
         records.write_record(record)
         if spec.lifetime == "server":
-            self._register_atexit()
+            self._exit.arm()
         started = backend.starts_quickly
         if started:
             await self.observer.observe(cluster)  # the card shows the submitted jobs at once
@@ -375,7 +300,7 @@ class ClusterManager:
         cluster.launching = asyncio.ensure_future(launch.run())
         return self._model(cluster)
 
-    def _running(self, cluster_id: str) -> _Cluster | None:
+    def _running(self, cluster_id: str) -> Cluster | None:
         cluster = self._clusters.get(cluster_id)
         if cluster is not None and cluster.status != "running":
             raise ClusterError(
@@ -462,7 +387,7 @@ class ClusterManager:
         await self._stop(cluster)
         return True
 
-    async def _stop(self, cluster: _Cluster) -> None:
+    async def _stop(self, cluster: Cluster) -> None:
         backend = self.backends.get(cluster.kind)
         if backend is not None and backend.owns_processes:
             cluster.status = "stopping"
@@ -477,7 +402,7 @@ class ClusterManager:
         records.delete_record(cluster.id)
         self._clusters.pop(cluster.id, None)
 
-    async def _stop_processes(self, cluster: _Cluster, backend: Backend) -> list[str]:
+    async def _stop_processes(self, cluster: Cluster, backend: Backend) -> list[str]:
         """Stop what the cluster started; its status and error say whether anything is left."""
         loop = asyncio.get_running_loop()
         left = await loop.run_in_executor(self._slow, backend.stop, cluster.record)
@@ -485,12 +410,12 @@ class ClusterManager:
         cluster.error = f"{len(left)} did not stop: {', '.join(left[:10])}." if left else None
         return left
 
-    def _save(self, cluster: _Cluster) -> None:
+    def _save(self, cluster: Cluster) -> None:
         records.write_record({**cluster.record, "status": cluster.status, "error": cluster.error})
 
     # -- idle timeout and maximum lifetime (see expiry.py)
 
-    def _watch(self, cluster: _Cluster, limits: dict[str, Any] | None) -> None:
+    def _watch(self, cluster: Cluster, limits: dict[str, Any] | None) -> None:
         cluster.limits = expiry.Expiry.from_limits(limits)
         if cluster.limits is None:
             return
@@ -507,7 +432,7 @@ class ClusterManager:
             )
         )
 
-    async def _expire(self, cluster: _Cluster, reason: str | None) -> None:
+    async def _expire(self, cluster: Cluster, reason: str | None) -> None:
         """A limit fired: stop every node, keep the card with the reason until it is removed."""
         cluster.status = "stopping"
         await self._stop_processes(cluster, self.backends[cluster.kind])

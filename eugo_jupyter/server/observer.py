@@ -24,6 +24,7 @@ from typing import Any
 from .. import records
 from . import monitor, proxy_policy
 from .backends import Backend, Observed, ray_start
+from .cluster import Cluster
 from .models import error_text, timestamp
 from .pacing import CountsPace
 
@@ -40,7 +41,7 @@ class Observer:
         max_age: float,
         read_timeout: float,
         slow: Executor,
-        save: Callable[[Any], None],
+        save: Callable[[Cluster], None],
         probe_every: float = 0.5,
     ) -> None:
         self.backends = backends
@@ -53,7 +54,7 @@ class Observer:
         self._slow = slow  # the manager's pool for slow work (a backend's release)
         self._save = save
 
-    async def fresh(self, cluster: Any) -> None:
+    async def fresh(self, cluster: Cluster) -> None:
         """Re-read the cluster if its data is older than ``probe_every`` (one read at a time)."""
         if cluster.status not in ("running", "error") or not cluster.record.get("address"):
             return
@@ -78,7 +79,7 @@ class Observer:
             except asyncio.TimeoutError:
                 pass
 
-    async def read_again(self, cluster: Any) -> None:
+    async def read_again(self, cluster: Cluster) -> None:
         """A read that begins now: after the record changed (a job added or removed), or when a
         caller asks for today's data.
 
@@ -91,7 +92,7 @@ class Observer:
         cluster.read_at = 0.0
         await self.fresh(cluster)
 
-    async def observe(self, cluster: Any) -> Observed:
+    async def observe(self, cluster: Cluster) -> Observed:
         """Ask the backend what it sees; an ended cluster turns "stopped" and loses its record."""
         loop = asyncio.get_running_loop()
         backend = self.backends[cluster.kind]
@@ -116,7 +117,7 @@ class Observer:
             await loop.run_in_executor(self._slow, backend.release, cluster.record)
         return observed
 
-    async def refresh(self, cluster: Any) -> None:
+    async def refresh(self, cluster: Cluster) -> None:
         owned = self.backends[cluster.kind].owns_processes
         # A backend's view may cost a scheduler query (squeue, qstat): at most every max_age.
         due = not cluster.read_at or time.monotonic() - cluster.observed_at >= self.max_age
@@ -155,7 +156,7 @@ class Observer:
         self.took(cluster, data)
         cluster.status, cluster.error = "running", None
 
-    async def read(self, cluster: Any) -> dict[str, Any]:
+    async def read(self, cluster: Cluster) -> dict[str, Any]:
         """The cluster's Ray state without waiting for the task counts (``tasks`` None: the last
         ones are kept), unless none were read yet or the manager asked for today's data.
 
@@ -185,7 +186,7 @@ class Observer:
         counting = cluster.counting
         under_way = counting is not None and not counting.done()
         if forced:
-            if under_way:
+            if counting is not None and under_way:
                 await asyncio.wait([counting])  # it began before: its counts are old
             tasks = await self._count_once(cluster, pace.moving)
             data["tasks"] = tasks
@@ -199,7 +200,7 @@ class Observer:
         cluster.counting = asyncio.ensure_future(self._count(cluster, wait))
         return data
 
-    def _pace(self, cluster: Any) -> CountsPace:
+    def _pace(self, cluster: Cluster) -> CountsPace:
         if cluster.pace is None:
             # A cluster the Manager launched reports its task events every REPORT_EVERY_MS;
             # one it connected to, as Ray does by default, every second.
@@ -211,7 +212,7 @@ class Observer:
         pace: CountsPace = cluster.pace
         return pace
 
-    async def _count(self, cluster: Any, wait: float | None) -> None:
+    async def _count(self, cluster: Cluster, wait: float | None) -> None:
         """Count reads in the background, from ``wait`` seconds on, while the pace books more:
         the final one after a run, and once more when that one still saw tasks in flight."""
         pace = self._pace(cluster)
@@ -226,7 +227,7 @@ class Observer:
                 cluster.updated = timestamp()
             wait = pace.after(time.monotonic(), unsettled=_in_flight(tasks) and not pace.moving)
 
-    async def _count_once(self, cluster: Any, moving: bool) -> dict[str, int] | None:
+    async def _count_once(self, cluster: Cluster, moving: bool) -> dict[str, int] | None:
         """One read with the task counts (a pass over the GCS's task table); None: unknown."""
         loop = asyncio.get_running_loop()
         pace = self._pace(cluster)
@@ -267,7 +268,7 @@ class Observer:
             ours=bool(backend and backend.owns_processes),
         )
 
-    def took(self, cluster: Any, data: dict[str, Any]) -> None:
+    def took(self, cluster: Cluster, data: dict[str, Any]) -> None:
         if data["tasks"] is None:
             data["tasks"] = cluster.monitoring["tasks"]
         cluster.monitoring, cluster.updated = data, timestamp()

@@ -7,21 +7,28 @@ does not reach it) that blocks until the server's process ends, then stops every
 record says lifetime "server" and names that server's pid, removes their records and temp
 folders, and exits. Persistent clusters are left alone for the next server to adopt.
 
->>> handle = start(os.getpid())        # doctest: +SKIP
->>> end(handle)                        # doctest: +SKIP
+:class:`ExitGuard` is how the manager uses it: armed at the first "server" launch, it stops
+those clusters at a clean exit (``atexit``) and starts the watchdog for the other exits.
+
+>>> guard = ExitGuard(manager.close_sync)   # doctest: +SKIP
+>>> guard.arm()                             # doctest: +SKIP
+>>> guard.disarm()                          # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import select
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["end", "orphans_of", "start", "stop_orphans", "wait_for_exit"]
+__all__ = ["ExitGuard", "end", "orphans_of", "start", "stop_orphans", "wait_for_exit"]
 
 _POLL = 0.5
 
@@ -53,6 +60,39 @@ def end(handle: subprocess.Popen[bytes] | None) -> None:
     except subprocess.TimeoutExpired:
         handle.kill()
         handle.wait()
+
+
+class ExitGuard:
+    """Stop this server's lifetime-"server" clusters however it exits, once :meth:`arm` ran.
+
+    ``close_sync`` runs at a clean exit; the watchdog covers SIGKILL and crashes. A watchdog that
+    cannot start must not cost the launch that arms the guard: the clean-exit path remains, and
+    a warning says what is lost.
+    """
+
+    def __init__(self, close_sync: Callable[[], None]) -> None:
+        self._close_sync = close_sync
+        self._armed = False
+        self._handle: subprocess.Popen[bytes] | None = None
+
+    def arm(self) -> None:
+        if self._armed:
+            return
+        atexit.register(self._close_sync)
+        self._armed = True
+        try:
+            self._handle = start(os.getpid())
+        except OSError as exc:
+            warnings.warn(
+                f"The EugoHPC Manager's watchdog did not start ({exc}): clusters of lifetime "
+                "'server' stop with a clean server exit, but not if the server is killed.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def disarm(self) -> None:
+        """The server stopped its clusters itself: the watchdog is not needed."""
+        end(self._handle)
 
 
 def _start_time(pid: int) -> int | None:
