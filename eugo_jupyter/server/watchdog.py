@@ -87,7 +87,7 @@ class ExitGuard:
                 f"The EugoHPC Manager's watchdog did not start ({exc}): clusters of lifetime "
                 "'server' stop with a clean server exit, but not if the server is killed.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
 
     def disarm(self) -> None:
