@@ -50,25 +50,30 @@ def in_async_actor() -> bool:
     return bool(core is not None and core.current_actor_is_asyncio())
 
 
-# What Ray says when the head's raylet did not register within its fixed 30 s (it has no code).
-_STARTUP_TIMEOUT = "timed out during startup"
+# What Ray says (it has no code) when a new node ran out of one of its fixed waits: the head's
+# raylet did not register within 30 s, or the GCS did not write its port file within 30 s.
+_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 
 
 def startup_timed_out(message: str) -> bool:
-    """Whether a failed node start only ran out of Ray's fixed time for its raylet to register
-    (a busy machine), so that another try may do: the one rule, for the embedded Ray
-    (:func:`stop_failed_start`) and the launched clusters' ``ray start``.
+    """Whether a failed node start only ran out of one of Ray's fixed waits (the raylet's
+    registration, the GCS's port file) on a busy machine, so that another try may do: the one
+    rule, for the embedded Ray (:func:`stop_failed_start`) and the launched clusters'
+    ``ray start``.
 
     >>> startup_timed_out("The current node timed out during startup. This could happen ...")
     True
+    >>> startup_timed_out("Timed out waiting for file /tmp/r/session_1/gcs_server_port_ab12")
+    True
+    >>> startup_timed_out("Failed to start the GCS: address already in use")
+    False
     """
-    return _STARTUP_TIMEOUT in message
+    return any(text in message for text in _STARTUP_TIMEOUTS)
 
 
 def stop_failed_start(exc: BaseException) -> bool:
     """Stop the processes of a local Ray node whose start raised ``exc``; whether the start
-    only ran out of time (Ray's fixed 30 s for the raylet to register), so that one more try
-    may do.
+    only ran out of time (:func:`startup_timed_out`), so that one more try may do.
 
     ``ray.init`` (and ``ray.cluster_utils``) raise from inside ``Node.__init__`` and keep no
     handle: the node's GCS, raylet, dashboard and agents go on running in this process's

@@ -169,8 +169,9 @@ def _disconnected(reason: str) -> None:
 def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
     """``ray.init`` of a fresh local Ray, tried twice; a failed try leaves no process behind.
 
-    Ray waits a fixed 30 s for the new node's raylet to register, and on a busy machine the
-    start (seven Python processes importing Ray) can take longer. The processes of a failed
+    Ray waits a fixed 30 s for the new node's GCS to write its port and for its raylet to
+    register, and on a busy machine the start (seven Python processes importing Ray) can take
+    longer. The processes of a failed
     try would go on running in this kernel, slowing the next try and everything else: they
     are stopped before the one retry, and again if it fails (their temp folders go at
     shutdown: the raylet's agents end a moment after it and write their logs till then).
@@ -183,6 +184,8 @@ def _start_embedded(ray_kwargs: dict[str, Any]) -> Any:
     # The dashboard, too, gives its module processes a fixed 30 s to come up, then exits: the
     # embedded Ray then runs without one. Give them the time a busy machine needs.
     os.environ.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "180")
+    # And the GCS 30 s to write its port file (the first of its waits a busy machine misses).
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
     failures: list[str] = []
     for _ in range(2):
         kwargs = dict(ray_kwargs)

@@ -1,9 +1,10 @@
-"""An embedded Ray whose start fails (Ray waits a fixed 30 s for its raylet to register, which a
-busy machine can miss) is tried once more, and a failed try leaves no Ray process behind.
+"""An embedded Ray whose start fails (Ray waits a fixed 30 s for its GCS's port and for its
+raylet to register, which a busy machine can miss) is tried once more, and a failed try leaves
+no Ray process behind.
 
 Each case runs in a real new Python process whose Ray start really begins (GCS, raylet,
-dashboard, agents); the wait for the raylet's registration is made to fail at once instead of
-after 30 s of a loaded machine, with the exception Ray raises then.
+dashboard, agents); the wait for the raylet's registration (or the GCS's port file) is made to
+fail at once instead of after 30 s of a loaded machine, with the exception Ray raises then.
 """
 
 from __future__ import annotations
@@ -21,18 +22,28 @@ import pytest
 
 SCRIPT = """
 import json, os, sys, time, warnings
+import ray._private.node as node
 import ray._private.services as services
 
-real, fails = services.get_node, int(sys.argv[1])
+real, real_port = services.get_node, node.wait_for_persisted_port
+fails, wait = int(sys.argv[1]), sys.argv[2]
 
 def get_node(*args, **kwargs):
     global fails
-    if fails:
+    if fails and wait == "raylet":
         fails -= 1
         raise Exception("The current node timed out during startup. (made to fail at once)")
     return real(*args, **kwargs)
 
+def wait_for_persisted_port(session_dir, node_id, name, *args, **kwargs):
+    global fails
+    if fails and wait == "gcs" and name == node.GCS_SERVER_PORT_NAME:
+        fails -= 1
+        raise RuntimeError(f"Timed out waiting for file {session_dir}/{name} (made to fail)")
+    return real_port(session_dir, node_id, name, *args, **kwargs)
+
 services.get_node = get_node
+node.wait_for_persisted_port = wait_for_persisted_port
 
 import eugo_jupyter as eugo
 from eugo_jupyter.hpc import _session
@@ -74,11 +85,11 @@ print("RESULT", json.dumps(result))
 """
 
 
-def _start(fails: int, tmp: str) -> dict[str, Any]:
+def _start(fails: int, tmp: str, wait: str = "raylet") -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")}
     env.update(TMPDIR=tmp, JUPYTER_RUNTIME_DIR=os.path.join(tmp, "runtime"))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(fails)],
+        [sys.executable, "-c", SCRIPT, str(fails), wait],
         env=env,
         capture_output=True,
         text=True,
@@ -98,8 +109,12 @@ def tmp() -> Iterator[str]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_start_that_times_out_is_tried_again_and_its_processes_are_gone(tmp: str) -> None:
-    result = _start(1, tmp)
+@pytest.mark.parametrize("wait", ["raylet", "gcs"])
+def test_a_start_that_times_out_is_tried_again_and_its_processes_are_gone(
+    tmp: str, wait: str
+) -> None:
+    # Either of Ray's fixed 30 s waits: the raylet's registration, the GCS's port file.
+    result = _start(1, tmp, wait)
     assert result.get("ran") == 1, result
     assert any("did not start" in w and "trying once more" in w for w in result["warnings"])
     # One Ray runs: the second try's (nothing of the first try is left); both folders go at
