@@ -44,8 +44,9 @@ def _alive(address: str) -> int:
 def _hand_once(other: str, temp: str, began: float) -> float | None:
     """One try of the lines by hand; seconds from ``began`` until both nodes were alive, None if
     they did not come up (a head that dies on a busy machine is a try lost, as for a user)."""
+    from eugo_jupyter import _processes as processes
     from eugo_jupyter._rayaddress import reachable
-    from eugo_jupyter.server.backends import processes, ray_start
+    from eugo_jupyter.server.backends import ray_start
 
     ip, port = ray_start.node_ip(), ray_start.free_port()
     ray, env = ray_start.ray_executable(), ray_start.environment()

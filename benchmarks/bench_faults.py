@@ -32,10 +32,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter._tempdirs import expected_dir
 from eugo_jupyter.exceptions import ClusterError
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.

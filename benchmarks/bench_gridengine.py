@@ -29,8 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.backends.gridengine import GridEngineBackend
 from eugo_jupyter.server.client import ManagerClient
 

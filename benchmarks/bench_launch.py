@@ -36,8 +36,9 @@ import threading
 import time
 from pathlib import Path
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import processes, ray_start
+from eugo_jupyter.server.backends import ray_start
 from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helper that runs a `jupyter server` process.

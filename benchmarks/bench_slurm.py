@@ -28,8 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import processes, ray_start
+from eugo_jupyter.server.backends import ray_start
 
 # The benchmarks share the tests' helpers: a real SLURM and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

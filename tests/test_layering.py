@@ -200,7 +200,7 @@ def test_only_one_module_uses_rays_private_apis() -> None:
 
 
 #: The one reader of ``/proc`` (processes, their command lines, descriptors, sockets, sessions).
-PROC_OWNER = PACKAGE / "server" / "backends" / "processes.py"
+PROC_OWNER = PACKAGE / "_processes.py"
 
 
 def _proc_paths(path: Path) -> list[str]:
@@ -220,9 +220,7 @@ def test_only_processes_reads_proc_and_the_tests_call_it() -> None:
         where for path in sources if path not in (PROC_OWNER, Path(__file__))
         for where in _proc_paths(path)
     ]  # fmt: skip
-    assert offenders == [], (
-        "read /proc through eugo_jupyter.server.backends.processes:\n" + "\n".join(offenders)
-    )
+    assert offenders == [], "read /proc through eugo_jupyter._processes:\n" + "\n".join(offenders)
     assert _proc_paths(PROC_OWNER) != []  # a guard for the guard: the owner is seen
 
 
@@ -250,11 +248,12 @@ def test_only_rayaddress_asks_whether_a_port_answers() -> None:
 
 
 def test_leaf_modules_import_nothing_above_them() -> None:
-    # exceptions, _units and _nvml are leaves: everything may use them, they use nobody.
+    # exceptions, _units, _nvml, _gpu_use and _processes are leaves: all may use them, they use none
     assert GRAPH["eugo_jupyter.exceptions"] == set()
     assert GRAPH["eugo_jupyter._units"] <= {"eugo_jupyter.exceptions"}
     assert GRAPH["eugo_jupyter._nvml"] <= {"eugo_jupyter.exceptions", "eugo_jupyter._units"}
     assert GRAPH["eugo_jupyter._gpu_use"] == set()
+    assert GRAPH["eugo_jupyter._processes"] == set()
 
 
 def test_every_error_class_lives_in_the_eugo_error_tree() -> None:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _processes as processes
 from ..exceptions import ClusterError, ConfirmationError
 from . import monitor
-from .backends import processes
 from .models import ClusterModel, make_cluster_model
 
 __all__ = ["Found", "FoundClusters", "found_id", "scan", "stop"]
@@ -118,7 +118,7 @@ def stop(found: Found, grace: float = 5.0) -> list[int]:
 
     Only after the user confirmed: the Manager did not start this cluster.
     """
-    from .backends.processes import stop as stop_processes
+    from .._processes import stop as stop_processes
 
     return stop_processes([found.pgid], found.session_dir, grace=grace)
 

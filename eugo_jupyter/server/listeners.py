@@ -1,7 +1,7 @@
 """Who listens on a TCP port of this machine: the kernel's socket table and its owning processes.
 
 Blocking functions, over the kernel's socket tables and open descriptors as
-:mod:`.backends.processes` (the one reader of ``/proc``) reads them. The kernel fills these in,
+:mod:`eugo_jupyter._processes` (the one reader of ``/proc``) reads them. The kernel fills these in,
 so a process cannot pretend to own a socket it does not hold: the dashboard proxy uses them to
 prove that a dashboard port belongs to the cluster's own Ray session before it sends this
 account's Ray token there (:mod:`.proxy_policy`).
@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from .backends import processes
+from .. import _processes as processes
 
 __all__ = ["Listener", "listening", "owners", "session_of"]
 

@@ -96,7 +96,7 @@ class ExitGuard:
 
 
 def _start_time(pid: int) -> int | None:
-    from .backends.processes import start_time
+    from .._processes import start_time
 
     return start_time(pid)
 

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 import eugo_jupyter as eugo
+from eugo_jupyter import _processes as processes
 from eugo_jupyter._rayaddress import auth_mismatch, gcs_wants_token
 from eugo_jupyter._tempdirs import expected_dir, make_private
 from eugo_jupyter.exceptions import ClusterError
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 
 
 @pytest.fixture(scope="module")

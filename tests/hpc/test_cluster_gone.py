@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import records
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 from tests.fixtures.waiting import until
 
 DEADLINE = 300.0

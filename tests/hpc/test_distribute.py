@@ -246,7 +246,7 @@ def test_the_embedded_dashboard_waits_for_its_modules_as_long_as_a_busy_machine_
     # embedded Ray without a dashboard); the embedded Ray's dashboard starts with 180 s.
     import os
 
-    from eugo_jupyter.server.backends import processes
+    from eugo_jupyter import _processes as processes
 
     mine = processes.descendants({os.getpid()})
     dashboards = [pid for pid in mine if "dashboard/dashboard.py" in processes.cmdline(pid)]

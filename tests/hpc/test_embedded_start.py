@@ -47,7 +47,7 @@ node.wait_for_persisted_port = wait_for_persisted_port
 
 import eugo_jupyter as eugo
 from eugo_jupyter.hpc import _session
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 
 @eugo.hpc.distribute
 def one():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.hpc._output.wrap import wrap, wrap_class
-from eugo_jupyter.server.backends import processes
 
 
 def _talk(word: str) -> str:

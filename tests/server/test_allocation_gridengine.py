@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.fixtures.gridengine import GridEngine, gridengine_cell, require_gridengine
 
 DEADLINE = 900.0  # the machine is shared: we poll for a condition, never time it

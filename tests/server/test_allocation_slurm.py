@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 
 DEADLINE = 900.0  # the machine is shared and Ray starts slowly under load: we poll, never time

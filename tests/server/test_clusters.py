@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it
@@ -257,6 +257,6 @@ async def test_shutdown_leaves_no_ray_process(jp_fetch: Any) -> None:
 
 
 def _alive(pid: int) -> bool:
-    from eugo_jupyter.server.backends.processes import start_time
+    from eugo_jupyter._processes import start_time
 
     return start_time(pid) is not None  # a zombie counts as gone

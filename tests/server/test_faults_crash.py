@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import _raytoken
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 from eugo_jupyter.server.client import ManagerClient
 from tests.fixtures.jupyter import jupyter_server
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import _tempdirs as tempdirs
 from eugo_jupyter._tempdirs import expected_dir
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 
 DEADLINE = 240.0
 

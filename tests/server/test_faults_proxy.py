@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter._tempdirs import expected_dir
 from eugo_jupyter.server import monitor
-from eugo_jupyter.server.backends import local, processes, ray_start
+from eugo_jupyter.server.backends import local, ray_start
 
 
 class _Trap(http.server.BaseHTTPRequestHandler):

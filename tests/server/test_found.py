@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.server import discovery
-from eugo_jupyter.server.backends import processes, ray_start
+from eugo_jupyter.server.backends import ray_start
 from tests.fixtures.jupyter import fetch_json, poll_json
 
 DEADLINE = 240.0  # generous: the machine is shared; we poll for a condition, never time it

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 import eugo_jupyter as eugo
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import OptionsError
-from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.code_channel import kernel_server
 from tests.fixtures.jupyter import jupyter_server
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.fixtures.gridengine import GridEngine, gridengine_cell, require_gridengine
 from tests.fixtures.jupyter import error_of, fetch_json, poll_model, run_as_new_kernel
 

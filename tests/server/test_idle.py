@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.server.expiry import Expiry, check_interval
 from tests.fixtures.jupyter import fetch_json, poll_model
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter.exceptions import LaunchError
-from eugo_jupyter.server.backends import processes, ray_start
+from eugo_jupyter.server.backends import ray_start
 
 
 async def test_ray_missing_puts_the_cluster_in_error_with_the_fix(

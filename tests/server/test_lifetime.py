@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import records
-from eugo_jupyter.server.backends import processes
 from tests.fixtures.jupyter import jupyter_server
 
 DEADLINE = 240.0

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError, OptionsError
-from eugo_jupyter.server.backends import processes
 from eugo_jupyter.server.manager import ClusterManager
 
 PROFILE = {

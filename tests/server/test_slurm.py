@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.fixtures.jupyter import fetch_json, poll_model, run_as_new_kernel
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 from tests.fixtures.waiting import until

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from eugo_jupyter.server.backends import processes, ray_start
+from eugo_jupyter import _processes as processes
+from eugo_jupyter.server.backends import ray_start
 from tests.fixtures.jupyter import fetch_json, poll_model
 from tests.testbed import Host, TestBed, available, left_on_hosts
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from eugo_jupyter.server.backends import processes, ssh, ssh_hosts
+from eugo_jupyter import _processes as processes
+from eugo_jupyter.server.backends import ssh, ssh_hosts
 from tests.testbed import TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from eugo_jupyter import _processes as processes
 from eugo_jupyter._rayaddress import tcp_answer
-from eugo_jupyter.server.backends import processes
 
 __all__ = ["BRIDGE", "NETWORK", "Host", "TestBed", "TestBedError", "available"]
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from eugo_jupyter.server.backends import processes
+from eugo_jupyter import _processes as processes
 from tests.testbed import BRIDGE, TestBed, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from ..._processes import cgroup_memory_limit, owned_groups, stop
 from ..._rayaddress import reachable
 from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
@@ -37,7 +38,6 @@ from .. import requests
 from ..exporters import closed_exporters
 from .allocation_env import Allocation, Node, detect, ports_of, seconds_left
 from .base import Backend, Form, FormField, Observed, Plan, Spec
-from .processes import cgroup_memory_limit, owned_groups, stop
 from .ray_start import (
     HEAD_PORTS,
     NODE_PORTS,

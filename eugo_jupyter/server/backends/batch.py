@@ -45,10 +45,10 @@ from typing import Any, ClassVar
 
 from traitlets import Unicode
 
+from ... import _processes as processes
 from ..._raytoken import secure_token_file
 from ...exceptions import OptionsError, SchedulerError
 from .. import requests
-from . import processes
 from .base import Backend, Form, FormField, Observed, Plan, Spec
 from .batch_fields import BatchSpec, check
 from .batch_script import job_script

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ..._processes import owned_groups, stop
 from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
 from ...exceptions import LaunchError, OptionsError
 from .. import requests
 from .base import Backend, Form, Observed, Plan, Spec
-from .processes import owned_groups, stop
 from .ray_start import (
     NodeSpec,
     describe,

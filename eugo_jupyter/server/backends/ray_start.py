@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ..._processes import _kill_groups
 from ..._raystate import startup_timed_out
 from ..._tempdirs import ray_temp_dir
 from ...exceptions import LaunchError
 from ..exporters import closed_exporters
-from .processes import _kill_groups
 
 __all__ = [
     "HEAD_PORTS", "NODE_PORTS", "REPORT_EVERY_MS", "SYSTEM_CONFIG", "NodeSpec", "describe",

@@ -49,11 +49,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ... import _processes as processes
 from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
 from ...exceptions import LaunchError, OptionsError
 from .. import requests
-from . import local, processes, ray_start
+from . import local, ray_start
 from .base import Backend, Observed, Plan, Spec
 from .ssh_hosts import (
     UNREACHABLE,
