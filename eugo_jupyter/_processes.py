@@ -2,13 +2,14 @@
 
 Blocking functions, reading ``/proc``: this module is the one place that reads it
 (:func:`table`, :func:`pids`, :func:`cmdline`, :func:`arguments`, :func:`environment`,
-:func:`start_time`, :func:`session_id`, :func:`socket_holders`, :func:`tcp_sockets`); other
-modules and the tests call these.
+:func:`start_time`, :func:`session_id`, :func:`holders`, :func:`socket_holders`,
+:func:`tcp_sockets`); other modules and the tests call these.
 A cluster's processes are its nodes' process groups (each ``ray start`` runs in a session of its
 own), their descendants, and the orphans whose command line names the cluster's temp folder; a
 process is matched by (pid, start time), so a reused pid or process group id is never
 signalled. Used by the local and ssh backends (their nodes on this machine), the batch
-schedulers' stop, and the found clusters' confirmed stop.
+schedulers' stop, the found clusters' confirmed stop, and the embedded Ray's failed start
+(:func:`stop_tree`: its node's processes and what they started, the agents included).
 
 >>> stop(launched.pgids, launched.temp_dir)                                  # doctest: +SKIP
 []
@@ -24,8 +25,8 @@ from pathlib import Path
 
 __all__ = [
     "arguments", "cgroup_memory_limit", "cluster_processes", "cmdline", "descendants",
-    "environment", "group_members", "owned_groups", "pids", "session_id", "socket_holders",
-    "start_time", "stop", "table", "tcp_sockets",
+    "environment", "group_members", "holders", "owned_groups", "pids", "session_id",
+    "socket_holders", "start_time", "stop", "stop_tree", "table", "tcp_sockets",
 ]  # fmt: skip
 
 
@@ -154,9 +155,11 @@ def descriptor(pid: int, fd: int) -> str | None:
         return None
 
 
-def socket_holders(inode: int) -> list[int]:
-    """The pids holding socket ``inode`` open (those whose descriptors this account may read)."""
-    target = f"socket:[{inode}]"
+def holders(target: str) -> list[int]:
+    """The pids holding ``target`` open, or a file under it when it is a folder: a socket
+    (``socket:[inode]``), a cluster's temp folder (those whose descriptors this account may
+    read). A process that renamed itself (Ray's ``ray::...``) still holds its log files."""
+    folder = target.rstrip("/") + "/"
     found = []
     for pid in pids():
         try:
@@ -166,12 +169,18 @@ def socket_holders(inode: int) -> list[int]:
         with descriptors:
             for fd in descriptors:
                 try:
-                    if os.readlink(fd.path) == target:
-                        found.append(pid)
-                        break
+                    held = os.readlink(fd.path)
                 except OSError:
                     continue
+                if held == target or held.startswith(folder):
+                    found.append(pid)
+                    break
     return found
+
+
+def socket_holders(inode: int) -> list[int]:
+    """The pids holding socket ``inode`` open (those whose descriptors this account may read)."""
+    return holders(f"socket:[{inode}]")
 
 
 def tcp_sockets() -> list[list[str]]:
@@ -237,6 +246,34 @@ def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             continue
+
+
+def stop_tree(pids: set[int], timeout: float = 10.0) -> list[int]:
+    """Kill ``pids`` and every process under them, for processes whose work is worth nothing
+    (a node whose start failed); returns the pids still alive after ``timeout`` seconds.
+
+    Each is first stopped (SIGSTOP) while the tree is read, until it no longer grows: a stopped
+    process forks nothing, and what it forked stays under it, so nothing is missed (a raylet
+    still starting forks its agents a moment later, and once it is gone they would be adopted
+    by init); then all get SIGKILL. Matched by start time: a reused pid is never signalled.
+
+    >>> stop_tree(set())
+    []
+    """
+    ours: set[tuple[int, int]] = set()
+    for _ in range(100):  # each round stops a generation; a tree is not 100 deep
+        procs = table()
+        tree = descendants(pids | {pid for pid, _ in ours}, procs)
+        new = {(pid, procs[pid][2]) for pid in tree if pid in procs} - ours
+        if not new:
+            break
+        _signal(new, signal.SIGSTOP)
+        ours |= new
+    _signal(ours, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _alive(ours) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return sorted(pid for pid, _ in _alive(ours))
 
 
 def stop(pgids: list[int], temp_dir: str, grace: float = 5.0, timeout: float = 30.0) -> list[int]:

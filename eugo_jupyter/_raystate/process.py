@@ -77,16 +77,28 @@ def stop_failed_start(exc: BaseException) -> bool:
 
     ``ray.init`` (and ``ray.cluster_utils``) raise from inside ``Node.__init__`` and keep no
     handle: the node's GCS, raylet, dashboard and agents go on running in this process's
-    children. The node is found in the traceback's frames and stopped with Ray's own
-    ``kill_all_processes``, whatever the failure.
+    children. The node is found in the traceback's frames, whatever the failure, and its
+    processes are killed with all they started (:func:`eugo_jupyter._processes.stop_tree`):
+    Ray's own ``kill_all_processes`` stops the raylet but not the dashboard and runtime-env
+    agents a starting raylet forks, which, still waiting for the GCS, outlive it for a minute
+    or more. Then ``kill_all_processes`` reaps what it holds.
     """
     from ray._private.node import Node
+
+    from .._processes import stop_tree
 
     traceback = exc.__traceback__
     while traceback is not None:
         node = traceback.tb_frame.f_locals.get("self")
         if isinstance(node, Node):
-            node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+            started = {
+                info.process.pid
+                for infos in node.all_processes.values()
+                for info in infos
+                if info.process is not None
+            }
+            stop_tree(started)
+            node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
             return startup_timed_out(str(exc))
         traceback = traceback.tb_next
     return False

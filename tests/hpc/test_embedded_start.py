@@ -65,12 +65,24 @@ result["warnings"] = [str(w.message) for w in seen]
 result["temp"] = _session._own_temp
 
 def ray_processes():
-    mine = processes.descendants({os.getpid()}) - {os.getpid()}
-    return sorted(processes.cmdline(pid) for pid in mine)
+    # Every process started under this one, and the orphans (an agent whose raylet was killed
+    # is adopted by init, and renames itself "ray::..."), found by their log files under this
+    # test's temp folder.
+    mine = processes.descendants({os.getpid()}) | set(processes.holders(os.environ["TMPDIR"]))
+    return sorted(processes.cmdline(pid) for pid in mine - {os.getpid()})
+
 
 def kinds(lines):
-    names = ("gcs_server", "raylet/raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
-    return {name: sum(name in line for line in lines) for name in names}
+    # By the program and its script (a forkserver's preload list names Ray's modules too); an
+    # agent is named by its script until it renames itself.
+    names = {
+        "gcs_server": ("gcs_server",),
+        "raylet": ("raylet/raylet",),
+        "dashboard agent": ("ray::DashboardAgent", "dashboard/agent.py"),
+        "runtime env agent": ("ray::RuntimeEnvAgent", "runtime_env/agent/main.py"),
+    }
+    heads = [" ".join(line.split()[:3]) for line in lines]
+    return {k: sum(any(n in head for n in v) for head in heads) for k, v in names.items()}
 
 # The raylet's agents end a moment after it (bounded wait): then one Ray runs, or none.
 want = {k: int("ran" in result) for k in kinds([])}
