@@ -315,20 +315,25 @@ def _use_token_auth() -> None:
 
 
 def _read_tasks(address: str, finished_rows: int, waiting: bool, timeout: float) -> Reading:
-    """One read of the task events (blocking): two queries, three with the waiting ones."""
+    """One read of the task events (blocking): two queries, three with the waiting ones.
+
+    The finished attempts are asked for last: each query costs the GCS a copy of its whole
+    table, so what the stream shows is as fresh as the last query's start (an attempt that ends
+    in between is in both lists: the ledger keeps it ended).
+    """
     _use_token_auth()
-    finished = _raystate.task_events(
-        address, states=("FINISHED",), limit=finished_rows, timeout=timeout
-    )
-    active = _raystate.task_events(
-        address, not_states=live_tasks.NOT_ACTIVE, limit=_ACTIVE_ROWS, timeout=timeout
-    )
     pending = (
         _raystate.task_events(
             address, not_states=live_tasks.NOT_WAITING, limit=_WAITING_ROWS, timeout=timeout
         )
         if waiting
         else None
+    )
+    active = _raystate.task_events(
+        address, not_states=live_tasks.NOT_ACTIVE, limit=_ACTIVE_ROWS, timeout=timeout
+    )
+    finished = _raystate.task_events(
+        address, states=("FINISHED",), limit=finished_rows, timeout=timeout
     )
     return Reading(
         finished=finished.events,

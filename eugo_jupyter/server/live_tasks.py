@@ -174,7 +174,11 @@ class TaskLedger:
             if reading.waiting is not None:
                 group.waiting = 0
         ended = [e for e in reading.active if e.state == "FAILED"] + list(reading.finished)
-        running = [e for e in reading.active if e.state != "FAILED"]
+        # An attempt that moved on between the read's queries is in two lists: the later holds.
+        over = {(e.task_id, e.attempt) for e in ended}
+        running = [
+            e for e in reading.active if e.state != "FAILED" and (e.task_id, e.attempt) not in over
+        ]
         for event in ended:
             if not first and event.end is not None and event.end < self.horizon:
                 continue  # finished long ago and already dropped from the window
@@ -186,7 +190,10 @@ class TaskLedger:
             self._put(event, func)
         if reading.waiting is not None:
             self.waiting_truncated = reading.waiting_truncated
+            seen = over | {(e.task_id, e.attempt) for e in running}
             for event in reading.waiting:
+                if (event.task_id, event.attempt) in seen:
+                    continue  # it started (or ended) between the queries
                 key, label, kind, _ = group_of(event)
                 self._group(key, label, kind, now).waiting += 1
         self.failures = self._failures(reading.active)

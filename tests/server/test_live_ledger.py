@@ -47,6 +47,33 @@ def test_done_counts_each_task_once_across_reads_and_old_ones_leave_the_window()
     assert failure["error"] == "ValueError: boom" and "\x1b" not in failure["traceback"]
 
 
+def test_a_task_that_ends_between_a_reads_queries_is_shown_finished_not_running() -> None:
+    # A read asks for the running attempts before the finished ones (the finished last, so the
+    # stream is as fresh as it can be): one that ends in between is in both lists.
+    ledger = TaskLedger()
+    ledger.take_reading(Reading([], [_event(1, "RUNNING", None)], None), now=100.0)
+    _, seq, _ = ledger.rows_since(None, 100, now=100.0)
+    # The waiting ones are asked for first: one that started since is counted running only.
+    waiting = [
+        _event(1, "PENDING_NODE_ASSIGNMENT", None),
+        _event(2, "PENDING_NODE_ASSIGNMENT", None),
+    ]
+    both = Reading(
+        [_event(1, "FINISHED", 101.0)],
+        [_event(1, "RUNNING", None), _event(2, "RUNNING", None)],
+        waiting,
+    )
+    ledger.take_reading(both, now=101.0)
+    rows, _, _ = ledger.rows_since(seq, 100, now=101.0)
+    assert sorted((r["task_id"], r["state"]) for r in rows) == [
+        ("0001", "FINISHED"),
+        ("0002", "RUNNING"),
+    ]
+    (group,) = ledger.group_models()
+    assert (group["waiting"], group["running"], group["done"]) == (0, 1, 1)
+    assert ledger.pids == {("0002", 0): 102}
+
+
 def test_the_window_and_a_reply_stay_bounded() -> None:
     ledger = TaskLedger(max_rows=1000)
     many = [_event(n, "FINISHED", 50.0) for n in range(3000)]
