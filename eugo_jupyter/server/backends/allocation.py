@@ -164,20 +164,26 @@ def _wait_for_worker(
     deadline = time.monotonic() + timeout
     while _UP not in log.read_text(errors="replace"):
         if proc.poll() is not None:
-            raise LaunchError(f"`ray start` on {node} failed: {why(log.read_text())}")
+            text = log.read_text(errors="replace")
+            raise LaunchError(f"`ray start` on {node} failed: {why(text, proc.returncode)}")
         if time.monotonic() > deadline:
             stop([proc.pid], temp_dir)
             raise LaunchError(f"`ray start` on {node} did not come up within {timeout:g} s.")
         time.sleep(0.5)
 
 
-def _wait_for_head(pid: int, address: str, log: Path, temp_dir: str, timeout: float) -> None:
+def _wait_for_head(
+    proc: subprocess.Popen[bytes], address: str, log: Path, temp_dir: str, timeout: float
+) -> None:
+    """Until the head's GCS answers; LaunchError if its `ray start` exits first (with what it
+    printed and how it ended) or takes longer than ``timeout``."""
     deadline = time.monotonic() + timeout
     while not reachable(address, timeout=1.0):
-        if not owned_groups([pid], temp_dir):
-            raise LaunchError(f"The head's `ray start` failed: {why(log.read_text())}")
+        if proc.poll() is not None:
+            text = log.read_text(errors="replace")
+            raise LaunchError(f"The head's `ray start` failed: {why(text, proc.returncode)}")
         if time.monotonic() > deadline:
-            stop([pid], temp_dir)
+            stop([proc.pid], temp_dir)
             raise LaunchError(
                 f"The head did not answer at {address} within {timeout:g} s; the node may be "
                 "overloaded. Try again."
@@ -278,9 +284,9 @@ class AllocationBackend(Backend):
 
         def start_head() -> int:
             with one_start():  # a few node starts at a time in this process
-                pid = _spawn(head_command(job, ip, temp_dir, run_for), log).pid
-                _wait_for_head(pid, gcs, log, temp_dir, timeout)
-            return pid
+                proc = _spawn(head_command(job, ip, temp_dir, run_for), log)
+                _wait_for_head(proc, gcs, log, temp_dir, timeout)
+            return proc.pid
 
         def reset() -> None:
             stop([], temp_dir)

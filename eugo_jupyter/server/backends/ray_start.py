@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -237,16 +238,33 @@ def node_arguments(
     return args
 
 
-def why(output: str) -> str:
-    """The most telling line of a failed ``ray start``."""
-    lines = [line.strip() for line in output.splitlines() if line.strip() and " INFO " not in line]
+def why(output: str, returncode: int | None = None) -> str:
+    """The most telling line of a failed ``ray start``; with its exit status when it printed
+    no error (a process killed from outside prints nothing)."""
+    printed = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in printed if " INFO " not in line]
     needles = ("timed out during startup", "address already in use", "already in use", "Error",
                "error", "Exception")  # fmt: skip
     for needle in needles:
         for line in reversed(lines):
             if needle in line:
                 return line[:500]
-    return lines[-1][:500] if lines else "no output"
+    if lines:
+        return lines[-1][:500]
+    status = "" if returncode is None else f" and ended with {_status(returncode)}"
+    if printed:
+        return f"it printed no error{status}; its last line: {printed[-1][:400]}"
+    return f"it printed nothing{status}"
+
+
+def _status(returncode: int) -> str:
+    # Popen's negative code is the signal; a shell or coreutils' timeout reports 128 + signal.
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        name = signal.Signals(number).name if number else ""
+    except ValueError:
+        name = ""
+    return f"exit {returncode}" + (f" (killed by {name})" if name else "")
 
 
 def run_ray_start(args: list[str], timeout: float) -> int:
