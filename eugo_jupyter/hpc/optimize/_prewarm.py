@@ -39,7 +39,7 @@ _switching = 0  #: threads inside fast_switching()
 _saved_interval = 0.0
 _thread: threading.Thread | None = None  #: this process's numba start, if one ran
 _fired: list[Any] = []  #: the latest fire's refs (kept until the next one)
-_fired_for = ""  #: the Ray job (connection) fired for
+_fired_for: tuple[str | None, str] = (None, "")  #: the connection fired for: (session, job)
 
 
 @contextlib.contextmanager
@@ -108,8 +108,12 @@ def fire() -> int:
 
     if not ray.is_initialized():
         return 0
-    job = ray.get_runtime_context().get_job_id()  # a new connection is a new job
-    if _fired_for == job:
+    from ..._raystate import session_name
+
+    # A new connection is a new job of its cluster; a new cluster numbers its jobs from 1
+    # again, so the connection is the cluster's session and the job together.
+    connection = (session_name(), ray.get_runtime_context().get_job_id())
+    if _fired_for == connection:
         return 0
     try:
         cpus = int(ray.cluster_resources().get("CPU", 0))
@@ -120,5 +124,5 @@ def fire() -> int:
         num_cpus=1, max_retries=0, scheduling_strategy="SPREAD", name="eugo-optimize-start"
     )
     _fired = [remote.remote() for _ in range(count)]
-    _fired_for = job
+    _fired_for = connection
     return count
