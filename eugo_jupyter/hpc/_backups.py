@@ -35,7 +35,6 @@ class Straggling:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self.durations: list[float] = []
-        self.copied = 0  # copies started, for the run's record
 
     def finished(self, seconds: float) -> None:
         self.durations.append(seconds)
@@ -61,5 +60,4 @@ class Straggling:
             unit for unit, refs in refs_of.items() if len(refs) == 1 and now - unit.began > limit
         ]
         late.sort(key=lambda unit: unit.began)
-        self.copied += len(late[:idle])
         return late[:idle]

@@ -252,7 +252,6 @@ class Writer:
             stale.unlink(missing_ok=True)
         self.stored = journal.entries
         self.buffer: list[dict[str, Any]] = []
-        self.written = 0
         existing = [int(p.stem) for p in self.folder.glob("*.pkl") if p.stem.isdigit()]
         self.next_chunk = max(existing, default=0) + 1
 
@@ -317,7 +316,6 @@ class Writer:
         data = pickled_chunk(self.buffer)
         atomic_write(self.folder / f"{self.next_chunk:06d}.pkl", data)
         self.next_chunk += 1
-        self.written += len(self.buffer)
         self.buffer = []
 
     def close(self) -> None:

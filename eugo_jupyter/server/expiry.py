@@ -101,7 +101,6 @@ class Expiry:
     started: float | None
     idle_since: float | None = None
     fired: str | None = None
-    fired_at: float | None = None
 
     @classmethod
     def from_limits(cls, limits: dict[str, Any] | None) -> Expiry | None:
@@ -133,8 +132,6 @@ class Expiry:
             and now - self.idle_since >= self.idle_timeout
         ):
             self.fired = "idle"
-        if self.fired:
-            self.fired_at = now
         return self.fired
 
     def idle_due(self, now: float) -> bool:

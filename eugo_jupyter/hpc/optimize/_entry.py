@@ -225,7 +225,6 @@ class Entry(Verifying):
         if compiled is not None:
             self._account(compiled.seconds, compiled.loaded)
             self.node_cache = compiled.node_cache
-        self.failed_attempts += [f"{rung}: {type(e).__name__}" for rung, e in failures]
         if compiled is None:
             found = _explain.explain_error(cands, failures[-1][1])
             self.help.append(found)

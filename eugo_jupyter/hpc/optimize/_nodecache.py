@@ -197,7 +197,7 @@ def _locked(folder: Path, exclusive: bool, name: str = _LOCK) -> Iterator[None]:
 class Folder:
     """The node cache of one compiled function (numba's ``FunctionCache`` in our folder).
 
-    Counts what it loaded (and the seconds it took) and what it saved. ``hold()`` keeps saves
+    Counts what it loaded (and the seconds it took). ``hold()`` keeps saves
     back until :meth:`release` (a parallel compile is saved only once it is known to be kept).
     """
 
@@ -206,7 +206,6 @@ class Folder:
         self.folder = folder
         self.loads = 0
         self.load_s = 0.0
-        self.saves = 0
         self.held: list[tuple[Any, Any]] | None = None
         self.loading_only = False  #: a miss raises _Missing instead of letting numba compile
 
@@ -238,7 +237,6 @@ class Folder:
                 self.cache.save_overload(sig, cres)
         except Exception:  # noqa: BLE001 - a cache that cannot be written only costs a compile
             return
-        self.saves += 1
 
     def hold(self) -> None:
         self.held = []

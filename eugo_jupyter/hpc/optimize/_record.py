@@ -109,7 +109,6 @@ class Record:
         self.preparing_calls = 0  #: calls run in Python while numba started and compiled
         self.python_fallbacks = 0
         self.fallback_error = ""
-        self.failed_attempts: list[str] = []
 
     def _account(self, seconds: float, loaded: bool, versions: int = 1) -> None:
         if loaded:
