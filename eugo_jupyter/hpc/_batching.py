@@ -12,7 +12,8 @@ accessors. The engine owns what both need and nothing else:
   works; results come back keyed by the unit's position;
 - a failed unit stops the run and raises the caller's error; the units already in flight (at
   most ``IN_FLIGHT_PER_SLOT`` per slot) are let go, not cancelled: they finish on the cluster
-  and their results are dropped. ``ray.cancel`` of a task that completes at that moment
+  and their results are dropped (``map`` first waits a moment for those before the failing
+  unit, :meth:`Engine.finish_before`). ``ray.cancel`` of a task that completes at that moment
   aborts the driver in Ray 2.60 (``task_manager.cc: Check failed: it !=
   submissible_tasks_.end() Tried to complete task that was not pending``: the cancel fails
   the task while its reply is on the way, with any ``force``/``recursive``), which in a
@@ -366,6 +367,26 @@ class Engine:
             self.backups.finished(seconds)
         self.done += unit.size
         return unit, results, seconds
+
+    def finish_before(self, key: int, within: float) -> Iterator[tuple[Unit, Any]]:
+        """The units in flight that come before ``key`` in the output, each with its outcome,
+        in key order: waited for up to ``within`` seconds in all (those still running then
+        are let go). A run that stops at a failure uses it to keep every result before the
+        failing item, as a loop over the items would have, and to raise the first failure in
+        input order."""
+        import ray
+
+        deadline = time.monotonic() + within
+        earlier = [ref for ref, unit in self.in_flight.items() if unit.key < key]
+        for ref in sorted(earlier, key=lambda ref: self.in_flight[ref].key):
+            if ref not in self.in_flight:
+                continue  # a copy of a unit (backups=True) that already answered
+            left = deadline - time.monotonic()
+            if left <= 0 or not ray.wait([ref], num_returns=1, timeout=left)[0]:
+                return
+            collected = self._collect(ref)
+            if collected is not None:
+                yield collected[0], collected[1]
 
     def _tick(self) -> None:
         if not self.show:

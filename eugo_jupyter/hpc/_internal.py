@@ -19,7 +19,7 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
 - Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
   :func:`dashboard_auth_headers`, :func:`published_dashboard`;
-- :mod:`hooks <._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
+- :mod:`hooks <eugo_jupyter._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
 
 >>> from eugo_jupyter.hpc import _internal
 >>> _internal.request_of({"num_gpus": 0.25})

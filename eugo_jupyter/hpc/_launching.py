@@ -1,7 +1,7 @@
 """``eugo.hpc.launch`` and ``eugo.hpc.clusters``: clusters from a notebook cell or a script.
 
 The Manager's backends and its REST client sit above hpc (``eugo_jupyter.server``), so these two
-functions call what the package root registered in :mod:`._hooks` (``server/from_code.py``):
+functions call what the package root registered in :mod:`eugo_jupyter._hooks` (``server/from_code.py``):
 hpc never imports the server, and a Ray worker never loads it.
 
 >>> import eugo_jupyter as eugo

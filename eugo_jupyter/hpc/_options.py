@@ -4,7 +4,7 @@ Every rule here raises :class:`~eugo_jupyter.exceptions.OptionsError` with a sen
 the allowed values, *before* anything is submitted. The same rules serve the API, the magics and
 the options widget. :func:`validate_options` is pure (it never asks the cluster);
 :func:`resolve_options` adds the one rule that must: ``gpu_memory`` sized into ``num_gpus`` on
-the cluster's GPUs, through the sizer that ``gpu`` registers in :mod:`._hooks`.
+the cluster's GPUs, through the sizer that ``gpu`` registers in :mod:`eugo_jupyter._hooks`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ from ._map import _first_unpicklable, _Items, _MapPlanner, _unwrap, check_batch_
 from ._options import optimize_mode, request_of
 from ._results import Failed
 
-__all__ = ["Run"]
+__all__ = ["EARLIER_WAIT", "Run"]
+
+#: Seconds a run that stops at a failure waits for the batches before the failing one.
+EARLIER_WAIT = 10.0
 
 
 def _check_policy(errors: Any, retries: Any, timeout: Any) -> None:
@@ -122,10 +125,25 @@ class Run:
                 error = self.error(failure, unit)
                 error.partial.update(enumerate(results[:offset], unit.key))
                 error.failed = failed
-                raise error from failure.error
+                error.__cause__ = failure.error
+                raise self.first_failure(error, unit.key)
             results[offset] = failed
             self.engine.failed += 1
         return results  # type: ignore[no-any-return]
+
+    def first_failure(self, error: MapItemError, key: int) -> MapItemError:
+        """The run stops at ``error`` (``errors="raise"``): the batches before it that still
+        run are waited for (up to :data:`EARLIER_WAIT` s), so that ``error.partial`` holds every
+        item before the failing one and the error raised is the first in input order, as a
+        loop over the items would give. A batch still running after that is let go, and its
+        items are not in ``partial``."""
+        try:
+            for unit, outcome in self.engine.finish_before(key, EARLIER_WAIT):
+                error.partial.update(enumerate(self.settle(unit, outcome), unit.key))
+        except MapItemError as earlier:  # an earlier item failed too: it comes first
+            earlier.partial.update(error.partial)
+            return earlier
+        return error
 
     def units(self, backlog: Callable[[], int] = lambda: 0) -> Iterator[tuple[int, list[Any]]]:
         """``(index of the batch's first item, its settled results)`` as batches finish."""

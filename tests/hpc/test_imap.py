@@ -108,6 +108,34 @@ def test_raise_keeps_what_finished_in_partial() -> None:
     assert isinstance(error.__cause__, ValueError)
 
 
+def slow_first_batch_fails_on_37(x: int) -> int:
+    if x == 5:
+        time.sleep(1.5)  # the first batch is still running when item 37 fails
+    return fails_on_multiples_of_37(x)
+
+
+def slow_item_5_fails_too(x: int) -> int:
+    if x == 5:
+        time.sleep(1.5)
+        raise KeyError("item 5 failed, later than item 37 did")
+    return fails_on_multiples_of_37(x)
+
+
+def test_raise_waits_for_the_batches_before_the_failure() -> None:
+    # Batch 0 (items 0-9) runs on one worker while the other gets to item 37 and fails: the
+    # error still holds items 0-9, as a loop over the items would have.
+    with pytest.raises(MapItemError) as info:
+        eugo.hpc.map(slow_first_batch_fails_on_37, range(100), batch_size=10)
+    assert info.value.index == 37
+    assert {i: info.value.partial[i] for i in range(37)} == {i: i for i in range(37)}
+    # An earlier item that fails later is still the first failure in input order.
+    with pytest.raises(MapItemError) as info:
+        eugo.hpc.map(slow_item_5_fails_too, range(100), batch_size=10)
+    assert info.value.index == 5 and isinstance(info.value.__cause__, KeyError)
+    assert all(info.value.partial[i] == i for i in range(5))
+    assert all(info.value.partial[i] == i for i in range(30, 37))  # what finished after it
+
+
 def test_collect_goes_on_and_keeps_each_failure_in_its_slot() -> None:
     out = eugo.hpc.map(fails_on_multiples_of_37, range(200), errors="collect")
     assert isinstance(out, eugo.hpc.MapResults) and isinstance(out, list)
