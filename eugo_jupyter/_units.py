@@ -89,13 +89,15 @@ def format_bytes(size: float) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """A duration for people: µs, ms or s.
+    """A duration for people: µs, ms or s, with one decimal below ten of the unit.
 
-    >>> format_seconds(4e-5), format_seconds(0.25), format_seconds(12.5)
-    ('40 µs', '250.0 ms', '12.50 s')
+    >>> [format_seconds(s) for s in (4e-7, 4e-5, 0.0062, 0.25, 2.5, 125)]
+    ['0.4 µs', '40 µs', '6.2 ms', '250 ms', '2.5 s', '125 s']
     """
     if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
+        value, unit = seconds * 1e6, "µs"
+    elif seconds < 1:
+        value, unit = seconds * 1e3, "ms"
+    else:
+        value, unit = seconds, "s"
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"

@@ -349,8 +349,14 @@ def _foreign_private_uses(path: Path, ours: set[str]) -> list[str]:
             if attr.startswith("_") and not protocol and attr not in ours:
                 found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba.core"):
-            if any(a.name == "caching" for a in node.names) or "caching" in (node.module or ""):
+            # numba.core is numba's inside (its caching, typing, registries); only its
+            # exception classes (numba.core.errors) are meant for users.
+            if node.module != "numba.core.errors":
                 found.append(f"{path.name}:{node.lineno} {node.module}")
+        elif isinstance(node, ast.Import) and any(
+            a.name.startswith("numba.core") and a.name != "numba.core.errors" for a in node.names
+        ):
+            found.append(f"{path.name}:{node.lineno} numba.core")
         elif isinstance(node, ast.Constant) and node.value == "_compile_for_args":
             found.append(f"{path.name}:{node.lineno} '_compile_for_args'")
     return found
@@ -360,6 +366,8 @@ def test_the_foreign_private_scan_sees_private_attributes(tmp_path: Path) -> Non
     # A guard for the guard: a read, a write and numba's cache module are seen; ours is not.
     source = tmp_path / "m.py"
     source.write_text(
+        "from numba.core.typing.typeof import Purpose\n"
+        "from numba.core.errors import NumbaError\n"
         "from numba.core import caching\n"
         "def f(handle, d, cb, entry):\n"
         "    d._compile_for_args = cb\n"
@@ -368,7 +376,7 @@ def test_the_foreign_private_scan_sees_private_attributes(tmp_path: Path) -> Non
     )
     uses = _foreign_private_uses(source, {"_checking"})
     assert [u.split()[-1] for u in uses] == [
-        "numba.core", "d._compile_for_args", "handle._actor_id"
+        "numba.core.typing.typeof", "numba.core", "d._compile_for_args", "handle._actor_id"
     ], uses  # fmt: skip
 
 

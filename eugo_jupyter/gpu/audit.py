@@ -31,6 +31,7 @@ import html
 import os
 import sys
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, cast
@@ -38,7 +39,7 @@ from typing import Any, cast
 from .. import _nvml
 from .._gpu_use import RECORD_KEYS, AuditRecord
 from .._units import format_bytes
-from ..hpc._internal import ensure, hooks, session_generation
+from ..hpc._internal import ensure, hooks, on_disconnect
 from .probe import GPU_LIBRARIES
 
 __all__ = [
@@ -266,7 +267,6 @@ class GPUAudit:
         self._remote: Any = None
         self._fn_refs: dict[int, Any] = {}
         self._refs: list[Any] = []
-        self._generation = -1  # the connection it ran on: its collector dies with that cluster
         self.active = False
 
     def start(self) -> GPUAudit:
@@ -277,8 +277,8 @@ class GPUAudit:
         if hooks.audit is not None:  # checked first: nothing is started for a refused audit
             hooks.set_audit(self._submit)  # raises ConflictError
         ensure()
-        self._generation = session_generation()
         self._collector = ray.remote(num_cpus=0)(_Collector).remote()
+        _started.add(self)
         self._remote = ray.remote(_run_audited)
         hooks.set_audit(self._submit)
         self.active = True
@@ -322,7 +322,7 @@ class GPUAudit:
         """One plain dict per finished GPU call (keys: :data:`RECORD_KEYS`)."""
         import ray
 
-        if self._collector is None or self._generation != session_generation():
+        if self._collector is None:
             return []  # never started, or its cluster (and so its records) is gone
         return sorted(ray.get(self._collector.records.remote()), key=lambda r: r["started_at"])
 
@@ -343,6 +343,18 @@ class GPUAudit:
     def __repr__(self) -> str:
         state = "active" if self.active else "stopped"
         return f"<GPU-use audit {state}, {len(self._refs)} GPU call(s)>"
+
+
+#: The audits started on the cluster connected now: their collector actors die with it.
+_started: weakref.WeakSet[GPUAudit] = weakref.WeakSet()
+
+
+@on_disconnect
+def _cluster_gone(reason: str) -> None:
+    """An audit's records lived in an actor of the cluster that is gone: it has none now."""
+    for audit in list(_started):
+        audit._collector = None
+    _started.clear()
 
 
 def audit() -> GPUAudit:

@@ -5,8 +5,7 @@
 is here is internal: it may change between releases; users import ``eugo_jupyter.hpc``.
 
 - the session: :func:`ensure`, :func:`connection`, :func:`probe` (try a cluster without
-  switching), :func:`session_generation`, :func:`on_disconnect` (where a per-cluster cache resets),
-  :func:`use_token_auth`;
+  switching), :func:`on_disconnect` (where a per-cluster cache resets), :func:`use_token_auth`;
 - options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
   :func:`request_of`, :func:`format_options`;
 - the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
@@ -19,7 +18,8 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 - notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
 - Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
   :func:`dashboard_auth_headers`, :func:`published_dashboard`;
-- :mod:`hooks <eugo_jupyter._hooks>`: where a profile, the GPU audit, the magics and the GPU sizing plug in.
+- :mod:`hooks <eugo_jupyter._hooks>`: where a profile, the GPU audit, the magics and the GPU
+  sizing plug in.
 
 >>> from eugo_jupyter.hpc import _internal
 >>> _internal.request_of({"num_gpus": 0.25})
@@ -40,7 +40,7 @@ from .._feasibility import (
     waiting_from,
 )
 from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
-from . import _session, cells
+from . import cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
 from ._checks import current_snapshot, explain_unpicklable, infeasible_message
 from ._futures import diagnose
@@ -85,7 +85,6 @@ __all__ = [
     "published_dashboard",
     "request_of",
     "resolve_options",
-    "session_generation",
     "slots",
     "snapshot",
     "Unit",
@@ -94,12 +93,6 @@ __all__ = [
     "validate_options",
     "waiting_from",
 ]
-
-
-def session_generation() -> int:
-    """A number that changes on every connect and disconnect: the identity of what lives on one
-    cluster (an audit's collector); a cache registers :func:`on_disconnect` instead."""
-    return _session.generation
 
 
 def optimized(fn: Any, mode: Any, options: Any, expected_calls: int | None = None) -> Any:

@@ -17,8 +17,8 @@ failed (``failure`` holds plain fields: ``error_type``, ``message``, ``traceback
 key wins (an item that failed and then succeeded on a rerun is done).
 
 A *generation* is one identity of the function: its code, the notebook helpers it calls and
-the globals it reads (the portable key of the optimizer's node cache, see
-:mod:`.optimize._candidates`), plus its ``shared=`` values. A changed function starts a new
+the globals it reads (its portable key, see :mod:`._code_identity`), plus its ``shared=``
+values. A changed function starts a new
 generation: results made by the old code are kept on disk and never reused, unless the rerun
 asks for it (``rerun_failed=True`` carries the old generation's finished items over: the fix
 concerned the failed ones).

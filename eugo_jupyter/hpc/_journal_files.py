@@ -12,6 +12,7 @@ import os
 import pickle
 import socket
 import time
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,11 @@ def identity_of(fn: Any, shared: Any = None) -> str:
     >>> identity_of(f) == identity_of(f), identity_of(f) == identity_of(g)
     (True, False)
     """
-    from .optimize._candidates import find
+    from ._code_identity import CodeIdentity
 
     digest = hashlib.blake2b(digest_size=16)
-    candidates = find(fn)
-    if candidates is not None:
-        digest.update(candidates.portable_key().encode())
+    if isinstance(fn, types.FunctionType):
+        digest.update(CodeIdentity(fn).portable_key().encode())
     else:  # a callable object or a partial: what it pickles to
         from ray import cloudpickle
 

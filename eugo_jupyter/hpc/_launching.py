@@ -1,8 +1,8 @@
 """``eugo.hpc.launch`` and ``eugo.hpc.clusters``: clusters from a notebook cell or a script.
 
 The Manager's backends and its REST client sit above hpc (``eugo_jupyter.server``), so these two
-functions call what the package root registered in :mod:`eugo_jupyter._hooks` (``server/from_code.py``):
-hpc never imports the server, and a Ray worker never loads it.
+functions call what the package root registered in :mod:`eugo_jupyter._hooks`
+(``server/from_code.py``): hpc never imports the server, and a Ray worker never loads it.
 
 >>> import eugo_jupyter as eugo
 >>> cluster = eugo.hpc.launch("local", workers=[{"num_cpus": 1}])   # doctest: +SKIP

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _hooks, _raystate
+from .. import _raystate
 from .._rayaddress import mismatch_sentence
 from .._raytoken import secure_token_file
 from ..exceptions import ClusterError, EugoWarning
@@ -48,10 +48,8 @@ _connection: Connection | None = None
 # The Ray session _connection describes: Ray started again by the program itself
 # (ray.shutdown(), then ray.init(...)) is another one, which eugo follows (see ensure).
 _ray_session: str | None = None
-# Bumped on every connect and disconnect: an identity for what lives on one cluster (a hub).
-generation = 0
 # Called after every connect (with the new Connection) and after every disconnect (with why):
-# caches of the cluster's state register here instead of comparing generations.
+# caches of the cluster's state register here.
 _connect_listeners: list[Callable[[Connection], None]] = []
 _disconnect_listeners: list[Callable[[str], None]] = []
 
@@ -141,26 +139,20 @@ def _start(target: str | None, wants: bool | None, ray_kwargs: dict[str, Any]) -
 def _connected(connection: Connection, announce: bool = True) -> Connection:
     """Remember ``connection`` as this process's, and tell the output hub and the listeners
     (``announce=False``: a Ray found initialised, as in a Ray worker, which starts no hub)."""
-    global _connection, generation, _ray_session
+    global _connection, _ray_session
     _connection = connection
     _ray_session = _raystate.session_name()
-    generation += 1
     if announce:
         _output.connected()
         for listener in list(_connect_listeners):
             listener(connection)
-        if _hooks.optimize_default:  # the notebook optimizes every call: workers start numba now
-            from .optimize import _prewarm
-
-            _prewarm.fire()
     return connection
 
 
 def _disconnected(reason: str) -> None:
     """Our side of a connection that ended (Ray's side already handled by the caller)."""
-    global _connection, generation, _ray_session
+    global _connection, _ray_session
     held, _connection, _ray_session = _connection, None, None
-    generation += 1
     if held is not None:
         for listener in list(_disconnect_listeners):
             listener(reason)

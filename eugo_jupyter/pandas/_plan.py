@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._units import format_seconds as fmt_s
+
 __all__ = ["Plan", "pack_groups", "plan", "runs_here_below", "sample_cost"]
 
 #: Each partition should run at least this long, so the fixed cost per task stays small.
@@ -46,14 +48,6 @@ SPLIT_WITHIN = 0.6
 def split_cost_s(nbytes: int) -> float:
     """What splitting a frame of ``nbytes`` bytes costs at the least, in seconds."""
     return FIXED_COST_S + nbytes / BYTES_PER_S
-
-
-def _fmt_s(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    return f"{seconds:.1f} s"
 
 
 @dataclass
@@ -81,8 +75,8 @@ class Plan:
     def fallback_message(self, method: str) -> str:
         return (
             f"{method} ran in pandas here: {self.rows:,} {self.unit} x "
-            f"{_fmt_s(self.per_row_s or 0.0)} = {_fmt_s(self.serial_s or 0.0)}; splitting "
-            f"would cost about {_fmt_s(self.cost_s)}"
+            f"{fmt_s(self.per_row_s or 0.0)} = {fmt_s(self.serial_s or 0.0)}; splitting "
+            f"would cost about {fmt_s(self.cost_s)}"
             + (f" on {self.slots} slot{'s' if self.slots > 1 else ''}" if self.slots else "")
             + ", more than it saves. Pass partitions=N to split anyway."
         )
@@ -95,14 +89,14 @@ class Plan:
         text = f"{self.partitions} partitions of about {size:,} {self.unit} on {slots}"
         if self.per_row_s is not None:
             text += (
-                f": a sample took {_fmt_s(self.per_row_s)} per row, about "
-                f"{_fmt_s(self.serial_s or 0.0)} in all; aiming for {PARTS_PER_SLOT} per slot, "
-                f"each {_fmt_s(MIN_PART_S)} or more, none over {MAX_PART_BYTES // 1_000_000} MB"
+                f": a sample took {fmt_s(self.per_row_s)} per row, about "
+                f"{fmt_s(self.serial_s or 0.0)} in all; aiming for {PARTS_PER_SLOT} per slot, "
+                f"each {fmt_s(MIN_PART_S)} or more, none over {MAX_PART_BYTES // 1_000_000} MB"
             )
         if self.measured:
             text += (
-                f". On the workers they took {_fmt_s(min(self.measured))} to "
-                f"{_fmt_s(max(self.measured))}"
+                f". On the workers they took {fmt_s(min(self.measured))} to "
+                f"{fmt_s(max(self.measured))}"
             )
         return text
 

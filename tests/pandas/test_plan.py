@@ -26,7 +26,7 @@ def test_work_too_small_for_any_number_of_slots_stays_here_without_asking() -> N
     decided = plan(2_000, 3e-6, 48_000, no_cluster, "auto")
     assert not decided.distribute
     message = decided.fallback_message("apply(f)")
-    assert message.startswith("apply(f) ran in pandas here: 2,000 rows x 3 µs = 6 ms;")
+    assert message.startswith("apply(f) ran in pandas here: 2,000 rows x 3.0 µs = 6.0 ms;")
     assert "splitting would cost about 100 ms" in message and "partitions=N" in message
 
 

@@ -44,9 +44,11 @@ def set_optimize(value: bool | str) -> None:
             'optimize="gpu" with num_gpus= on that call, or set_optimize(True).'
         )
     _hooks.optimize_default = checked
-    if checked:  # the workers start numba now, not on the first call that needs it
+    if checked:  # the workers start numba now, and on each cluster connected later
+        from .. import _session
         from . import _prewarm
 
+        _session.on_connect(_prewarm.on_connect)
         _prewarm.fire()
 
 

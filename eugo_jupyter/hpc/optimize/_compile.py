@@ -349,15 +349,11 @@ def argument_types(
     fn: types.FunctionType, args: tuple[Any, ...]
 ) -> tuple[tuple[Any, ...] | None, Bad | None]:
     """numba's types of ``args``, or the first argument it cannot type ``(name, value, error)``."""
-    numba = numba_module()
-    assert numba is not None
-    from numba.core.typing.typeof import Purpose
-
     names = list(inspect.signature(fn).parameters)
     types_: list[Any] = []
     for i, value in enumerate(args):
         try:
-            types_.append(numba.typeof(value, Purpose.argument))
+            types_.append(_numba_private.typeof_argument(value))
         except Exception as exc:  # noqa: BLE001 - the argument is named in the report
             name = names[i] if i < len(names) else f"#{i}"
             return None, (name, value, exc)

@@ -37,7 +37,6 @@ __all__ = [
     "before_compile",
     "equal_footing",
     "break_even",
-    "fmt",
     "size_of",
     "switch_text",
 ]
@@ -237,11 +236,3 @@ def equal_footing(plain: Any, compiled: Any, fresh: Any, plain_s: float) -> tupl
             version(*args)
             best[i] = min(best[i], time.perf_counter() - began)
     return best[0], best[1]
-
-
-def fmt(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} µs"

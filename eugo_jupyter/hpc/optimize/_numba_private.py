@@ -1,6 +1,6 @@
 """The one module that uses numba's private API: when numba renames one, this is the file to fix.
 
-Two things the optimizer needs have no public API in numba:
+What the optimizer needs that has no public API in numba:
 
 - **The node cache** (:mod:`._nodecache`): numba's ``FunctionCache`` located in a folder of our
   key, built from ``numba.core.caching``'s ``_CacheLocator`` and ``CompileResultCacheImpl``,
@@ -13,6 +13,9 @@ Two things the optimizer needs have no public API in numba:
   ``_compile_for_args`` (looked up on the instance) before compiling a version for argument
   types it has none for; the optimizer puts its own there to check that version against
   Python first.
+- **An argument's type as a call would see it** (:mod:`._compile`): ``numba.typeof`` with
+  ``numba.core.typing.typeof.Purpose.argument`` (a read-only array types as read-only, as in a
+  call), which numba does not export.
 
 ``tests/test_layering.py`` checks that no other module names them.
 """
@@ -33,6 +36,7 @@ __all__ = [
     "set_cache",
     "stop_intercepting",
     "typed_print",
+    "typeof_argument",
 ]
 
 
@@ -137,3 +141,10 @@ def stop_intercepting(dispatcher: Any) -> None:
 def call_compile_for_args(dispatcher: Any, *args: Any, **kwargs: Any) -> Any:
     """Numba's own handling of new argument types (compile the version, then run it)."""
     return type(dispatcher)._compile_for_args(dispatcher, *args, **kwargs)
+
+
+def typeof_argument(value: Any) -> Any:
+    """numba's type of ``value`` passed as an argument of a compiled call."""
+    from numba.core.typing.typeof import Purpose, typeof
+
+    return typeof(value, Purpose.argument)

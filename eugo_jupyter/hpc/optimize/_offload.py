@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..._units import format_seconds as _fmt
 from . import _verify
-from ._decide import fmt as _fmt
 
 __all__ = ["ArrayNamespace", "Runner", "Trial", "namespace", "numpy_names", "rebind", "trial"]
 

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fast_switching", "fire", "loading", "start_numba", "started_here"]
+__all__ = ["fast_switching", "fire", "loading", "on_connect", "start_numba", "started_here"]
 
 #: The switch interval while numba starts beside calls running Python.
 SWITCH_S = 0.0005
@@ -98,6 +98,15 @@ def started_here() -> bool:
 
 def _warm_worker() -> bool:
     return start_numba()
+
+
+def on_connect(connection: object) -> None:
+    """The session's connect listener (registered by ``set_optimize``): while the notebook
+    optimizes every call, a newly connected cluster's workers start numba at once."""
+    from ... import _hooks
+
+    if _hooks.optimize_default:
+        fire()
 
 
 def fire() -> int:

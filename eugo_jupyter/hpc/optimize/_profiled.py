@@ -101,7 +101,7 @@ def _median(values: list[float | None]) -> float | None:
 
 def lines(rows: list[OptimizationRow]) -> list[str]:
     """The section as text lines (the report's text and HTML both use them)."""
-    from ._decide import fmt as _fmt
+    from ..._units import format_seconds as _fmt
 
     out: list[str] = []
     for row in rows:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..._units import format_seconds as _fmt
 from . import _decide, _verify
-from ._decide import fmt as _fmt
 from ._runtime import Entry
 
 __all__ = ["OptimizationReport"]

@@ -11,6 +11,7 @@ import contextlib
 import time
 from typing import Any
 
+from ..._units import format_seconds
 from .._output import muted
 from . import (
     _compile,
@@ -109,8 +110,8 @@ class Verifying(Dispatching):
             self.per_cost = _decide.PerCost(plain_s, floor, size, spare=self.compiled)
             self.compiled = None
             self._keep_python(
-                f"the compiled version took {_decide.fmt(compiled_s)} per call, Python "
-                f"{_decide.fmt(plain_s)}: kept Python for calls of about this cost"
+                f"the compiled version took {format_seconds(compiled_s)} per call, Python "
+                f"{format_seconds(plain_s)}: kept Python for calls of about this cost"
             )
             return
         self.state = State.COMPILED
