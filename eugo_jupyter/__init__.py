@@ -66,7 +66,30 @@ class _Launcher:
         return clusters()
 
 
+class _Optimizer:
+    # Lazy, as above: the optimizer (and numba) load at the first call that asks for optimize=.
+    def for_task(self, fn: Any, mode: Any, options: Mapping[str, Any], label: str) -> Any:
+        from .hpc.optimize._calls import for_task
+
+        return for_task(fn, mode, options, label)
+
+    def for_items(
+        self, fn: Any, mode: Any, options: Mapping[str, Any], total: int | None, slots: int
+    ) -> Any:
+        from .hpc.optimize._calls import for_items
+
+        return for_items(fn, mode, options, total, slots)
+
+    def wrap(
+        self, fn: Any, mode: Any, options: Mapping[str, Any], expected_calls: int | None = None
+    ) -> Any:
+        from .hpc.optimize import wrap
+
+        return wrap(fn, mode, dict(options), expected_calls)
+
+
 _hooks.set_gpu_memory_sizer(_size_gpu_memory)
+_hooks.set_optimizer(_Optimizer())
 _hooks.set_gpu_use(_GpuUse())
 _hooks.set_launcher(_Launcher())
 

@@ -9,6 +9,9 @@ in, so an unobserved call pays one lookup).
 - :func:`on_get`: called with the futures after ``eugo.hpc.get`` returned their values (the
   magics bind a finished ``--no-block`` cell's names there).
 - ``optimize_default``: the notebook-wide ``optimize=`` (``eugo.hpc.set_optimize``).
+- :func:`set_optimizer`: what a call with ``optimize=`` ships instead of the plain function
+  (registered by the package root, implemented in ``hpc/optimize/``): the call sites of hpc
+  never import the optimizer, which loads numba only when a call asks for it.
 - :func:`set_gpu_memory_sizer`: turns ``gpu_memory="6GB"`` into ``num_gpus`` on this cluster's
   GPUs (registered by the package root, implemented in ``gpu/sizing.py``).
 - :func:`set_gpu_use`: how a worker judges whether a call used its GPU, and the records of the
@@ -39,6 +42,7 @@ __all__ = [
     "AuditHook",
     "GpuUse",
     "Launcher",
+    "Optimizer",
     "Recorder",
     "audit",
     "latest_audit_records",
@@ -51,8 +55,10 @@ __all__ = [
     "set_gpu_memory_sizer",
     "set_gpu_use",
     "set_launcher",
+    "set_optimizer",
     "set_recorder",
     "size_gpu_memory",
+    "the_optimizer",
 ]
 
 
@@ -115,6 +121,28 @@ class Launcher(Protocol):
     def clusters(self) -> Any: ...
 
 
+class Optimizer(Protocol):
+    """What the optimizer offers the call sites (see ``hpc/optimize/_calls.py``)."""
+
+    def for_task(
+        self, fn: Any, mode: Any, options: Mapping[str, Any], label: str
+    ) -> tuple[Callable[..., Any], Any]:
+        """``(function to submit, its Ray handle with options)`` for an optimized task call."""
+        ...
+
+    def for_items(
+        self, fn: Any, mode: Any, options: Mapping[str, Any], total: int | None, slots: int
+    ) -> Any:
+        """A map's item function, knowing how many items each of ``slots`` workers runs."""
+        ...
+
+    def wrap(
+        self, fn: Any, mode: Any, options: Mapping[str, Any], expected_calls: int | None = None
+    ) -> Any:
+        """``fn`` run through the optimizer (the pandas accessors, a cell's functions)."""
+        ...
+
+
 #: The active run recorder (``eugo.hpc.profile()``), else None.
 recorder: Recorder | None = None
 #: Set only while ``eugo.gpu.audit()`` is active, else None.
@@ -124,6 +152,8 @@ _gpu_memory_sizer: GpuMemorySizer | None = None
 _gpu_use: GpuUse | None = None
 #: What ``eugo.hpc.launch`` / ``eugo.hpc.clusters`` call (the package root registers it).
 launcher: Launcher | None = None
+#: What ships in a function's place when a call asks for ``optimize=`` (the package root).
+optimizer: Optimizer | None = None
 #: ``optimize=`` for calls that do not say (``eugo.hpc.set_optimize``, ``%eugo optimize on``).
 optimize_default: bool | str = False
 
@@ -208,3 +238,16 @@ def set_launcher(new: Launcher | None) -> None:
     """Register what launches clusters from code (the package root does)."""
     global launcher
     launcher = new
+
+
+def set_optimizer(new: Optimizer | None) -> None:
+    """Register the optimizer the call sites hand ``optimize=`` calls to (the package root does)."""
+    global optimizer
+    optimizer = new
+
+
+def the_optimizer() -> Optimizer:
+    """The registered optimizer; an error that says so when none is (a bare hpc import)."""
+    if optimizer is None:
+        raise RuntimeError("optimize= needs the optimizer: import eugo_jupyter first.")
+    return optimizer

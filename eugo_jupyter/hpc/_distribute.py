@@ -108,10 +108,8 @@ class DistributedFunction:
         submitter.check(stacklevel=3)
         fn = self._fn
         mode = submitter.optimize
-        if mode or (mode is None and _hooks.optimize_default):
-            from .optimize import _calls  # optimize=True: ship the optimizer in fn's place
-
-            fn, remote = _calls.for_task(
+        if mode or (mode is None and _hooks.optimize_default):  # ship the optimizer in fn's place
+            fn, remote = _hooks.the_optimizer().for_task(
                 fn, mode or _hooks.optimize_default, submitter.options, self._label
             )
         sent, named = _actors.travelling(args, kwargs)  # actors given as arguments

@@ -97,19 +97,16 @@ __all__ = [
 
 def optimized(fn: Any, mode: Any, options: Any, expected_calls: int | None = None) -> Any:
     """``fn`` run through the optimizer (``optimize=True``), for the accessors and the magics."""
-    from .optimize import wrap
-
-    return wrap(fn, mode, dict(options), expected_calls)
+    return hooks.the_optimizer().wrap(fn, mode, options, expected_calls)
 
 
 def optimized_inputs(inputs: dict[str, Any], mode: Any, options: Any) -> dict[str, Any]:
     """A cell's inputs with the notebook's own plain functions run through the optimizer."""
     import types
 
-    from .optimize import wrap
-
+    wrap = hooks.the_optimizer().wrap
     return {
-        name: wrap(value, mode, dict(options))
+        name: wrap(value, mode, options)
         if isinstance(value, types.FunctionType) and value.__module__ == "__main__"
         else value
         for name, value in inputs.items()

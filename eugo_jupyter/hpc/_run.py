@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .. import _hooks
 from ..exceptions import ItemTimeout, MapItemError, OptionsError
 from . import _data_location, _session
 from ._batching import Engine, Failure, Unit, slots
@@ -94,10 +95,9 @@ class Run:
         source = _Items(items)
         opts, mode = optimize_mode(opts)
         if mode:
-            from .optimize import _calls
-
             _session.ensure()
-            plain = _calls.for_items(plain, mode, opts, source.total, slots(request_of(opts)))
+            optimizer = _hooks.the_optimizer()
+            plain = optimizer.for_items(plain, mode, opts, source.total, slots(request_of(opts)))
         if timeout is not None:
             opts.setdefault("max_retries", 0)  # a replaced worker's batch is split here
         policy = None
