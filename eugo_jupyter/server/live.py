@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -67,6 +68,27 @@ def parse_limit(value: str | None, bounds: tuple[int, int, int], name: str = "li
     raise OptionsError(
         f"{name} must be a whole number from {least} to {most}, not {value!r}; leave it out "
         f"for {default}."
+    )
+
+
+_CURSOR = re.compile(r"[0-9A-Za-z]{1,32}-[0-9]{1,18}")
+
+
+def parse_since(value: str | None) -> str | None:
+    """A ``since`` query argument: the ``cursor`` of an earlier reply, or None for a first call
+    (a cursor of an earlier ledger, after a server restart, is a first call too); OptionsError
+    with the fix for anything else.
+
+    >>> parse_since("3fa2b1-120"), parse_since("")
+    ('3fa2b1-120', None)
+    """
+    if value is None or value == "":
+        return None
+    if _CURSOR.fullmatch(value):
+        return value
+    raise OptionsError(
+        f"since must be the cursor of an earlier reply (its 'cursor' field, such as "
+        f"'3fa2b1-120'), not {value[:40]!r}; leave it out for the whole window."
     )
 
 

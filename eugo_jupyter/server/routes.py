@@ -17,7 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..exceptions import ClusterError, ConfirmationError, OptionsError
 from . import limits
-from .live import FAILURES_LIMIT, TASKS_LIMIT, LiveHub, LiveTarget, parse_limit
+from .live import FAILURES_LIMIT, TASKS_LIMIT, LiveHub, LiveTarget, parse_limit, parse_since
 from .manager import ClusterManager
 
 __all__ = ["setup_route_handlers"]
@@ -189,7 +189,7 @@ class LiveHandler(_Base):
                 404, f"No live view {view!r}; the views are {', '.join(self._VIEWS)}."
             )
         try:
-            since = self.get_argument("since", None)
+            since = parse_since(self.get_argument("since", None))
             limit = self.get_argument("limit", None)
             bounds = TASKS_LIMIT if view == "tasks" else FAILURES_LIMIT
             count = parse_limit(limit, bounds) if view in ("tasks", "failures") else 0

@@ -210,6 +210,8 @@ async def test_the_reply_stays_bounded_with_many_tasks(jp_fetch: Any, head: str)
         ("tasks", {"limit": "0"}, "limit must be a whole number from 1 to 5000, not '0'"),
         ("tasks", {"limit": "many"}, "limit must be a whole number from 1 to 5000"),
         ("failures", {"limit": "501"}, "limit must be a whole number from 1 to 500"),
+        ("tasks", {"since": "latest"}, "since must be the cursor of an earlier reply"),
+        ("tasks", {"since": "ab-1; drop"}, "not 'ab-1; drop'"),
     ],
 )
 async def test_a_bad_parameter_is_400_with_the_fix(
