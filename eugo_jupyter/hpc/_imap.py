@@ -100,6 +100,7 @@ def _journaled(
     options: dict[str, Any],
     keywords: dict[str, Any],
     max_size: int | None = None,
+    method: str = "map",
 ) -> Any:
     """A started :class:`._resume.Resumed` run: stored items answered, the rest submitted."""
     from ._resume import Resumed
@@ -110,7 +111,10 @@ def _journaled(
     resumed = Resumed(path, plain, label, keywords.get("shared"), key, rerun_failed, collect)
     try:
         resumed.start(
-            items, lambda pending: Run(fn, pending, options=options, max_size=max_size, **keywords)
+            items,
+            lambda pending: Run(
+                fn, pending, options=options, max_size=max_size, method=method, **keywords
+            ),
         )
     except BaseException:
         resumed.writer.close()
@@ -262,9 +266,9 @@ def imap(
     }
     journaled = _journal_keywords(keywords)
     if journaled is not None:
-        resumed = _journaled(fn, items, journaled, options, keywords, IMAP_MAX_BATCH)
+        resumed = _journaled(fn, items, journaled, options, keywords, IMAP_MAX_BATCH, "imap")
         return _journal_stream(resumed, ordered)
-    run = Run(fn, items, options=options, max_size=IMAP_MAX_BATCH, **keywords)
+    run = Run(fn, items, options=options, max_size=IMAP_MAX_BATCH, method="imap", **keywords)
     return _in_order(run) if ordered else _as_finished(run)
 
 

@@ -19,6 +19,7 @@ lost batch into single items, so the next loss names the item that hangs, counte
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ from ._map import _first_unpicklable, _Items, _MapPlanner, _unwrap, check_batch_
 from ._options import optimize_mode, request_of
 from ._results import Failed
 
-__all__ = ["EARLIER_WAIT", "Run"]
+__all__ = ["EARLIER_WAIT", "Run", "run_name"]
 
 #: Seconds a run that stops at a failure waits for the batches before the failing one.
 EARLIER_WAIT = 10.0
@@ -54,6 +55,26 @@ def _check_policy(errors: Any, retries: Any, timeout: Any) -> None:
         )
 
 
+_run_names: dict[str, int] = {}  # a run's task name -> how many runs took it
+
+
+def run_name(name: str) -> str:
+    """The task name of one run: ``map(square) 14:03:21``, with ``#2`` after a second run of
+    that name in the same second. The live panes' progress shows each run as its own bar (two
+    runs of one function would count as one otherwise); the profile and ``waiting()`` keep
+    the plain name.
+
+    >>> run_name("map(square)").startswith("map(square) ")
+    True
+    """
+    stamped = f"{name} {time.strftime('%H:%M:%S')}"
+    count = _run_names[stamped] = _run_names.get(stamped, 0) + 1
+    if len(_run_names) > 1000:  # a kernel that ran many maps: forget the old seconds
+        _run_names.clear()
+        _run_names[stamped] = count
+    return stamped if count == 1 else f"{stamped} #{count}"
+
+
 class Run:
     """One ``map``/``imap`` call: the engine, the planner, and :meth:`settle`."""
 
@@ -71,6 +92,7 @@ class Run:
         backups: bool,
         options: dict[str, Any],
         max_size: int | None = None,
+        method: str = "map",
     ) -> None:
         plain, label, opts = _unwrap(fn, options)
         check_batch_size(batch_size)
@@ -103,7 +125,8 @@ class Run:
         policy = None
         if self.collect or retries or timeout is not None:
             policy = (self.collect, retries, None if timeout is None else float(timeout))
-        name = f"map({label})"
+        name = f"{method}({label})"
+        opts.setdefault("name", run_name(name))  # Ray's task name: this run's, for the panes
         self.engine = Engine(
             name, run_items, plain, shared, opts, progress, source.total, "item", backups
         )

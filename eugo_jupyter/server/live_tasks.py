@@ -81,9 +81,10 @@ class Reading:
     waiting_truncated: int = 0
 
 
-# Our batch engine names its tasks "map(square)", "apply(f)", "groupby.apply(f)"; the
+# Our batch engine names its tasks "map(square) 14:03:21" (each map or imap run by when it
+# began, "#2" after a second run in the same second), "apply(f)", "groupby.apply(f)"; the
 # %%distribute magic "%%distribute In[3]" (or the cell's --name).
-_RUN = re.compile(r"^(?P<method>[A-Za-z_][\w.]*)\((?P<label>.*)\)$")
+_RUN = re.compile(r"^(?P<method>[A-Za-z_][\w.]*)\((?P<label>.*)\)(?: \d\d:\d\d:\d\d(?: #\d+)?)?$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -96,6 +97,9 @@ def group_of(event: TaskEvent) -> tuple[str, str, str, str]:
     ...               None, None, None, None, None, None, None, None)
     >>> group_of(e)
     ('map:01000000:map(square)', 'map(square)', 'map', 'square')
+    >>> import dataclasses
+    >>> group_of(dataclasses.replace(e, name="imap(square) 14:03:21 #2"))[1:]
+    ('imap(square) 14:03:21 #2', 'map', 'square')
     """
     func = event.func.rsplit(".", 1)[-1] if event.kind == "NORMAL_TASK" else event.func
     run = _RUN.match(event.name) if event.kind == "NORMAL_TASK" else None

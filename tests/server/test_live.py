@@ -115,6 +115,42 @@ async def test_a_run_shows_in_the_stream_progress_and_failures(jp_fetch: Any, he
         await asyncio.get_running_loop().run_in_executor(None, ray.get, refs)
 
 
+def double(x: int) -> int:
+    return 2 * x
+
+
+async def test_each_map_and_imap_run_is_a_bar_of_its_own(jp_fetch: Any, head: str) -> None:
+    # Two maps of one function and an imap of it: three bars, each with its own counts, not
+    # one bar counting all three runs.
+    import eugo_jupyter as eugo
+
+    cluster = await _connect(jp_fetch, head)
+
+    def runs() -> None:
+        for _ in range(2):
+            assert eugo.hpc.map(double, range(40), batch_size=10) == [2 * x for x in range(40)]
+        assert list(eugo.hpc.imap(double, range(30), batch_size=10)) == [2 * x for x in range(30)]
+
+    await asyncio.get_running_loop().run_in_executor(None, runs)
+
+    def bars(answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return [g for g in answer["groups"] if "(double)" in g["label"]]
+
+    progress = await _until(
+        jp_fetch, ("eugo", "clusters", cluster, "live", "progress"),
+        lambda a: len(bars(a)) == 3 and all(g["done"] >= 3 for g in bars(a)), "three runs",
+    )  # fmt: skip
+    labels = sorted(g["label"] for g in bars(progress))
+    assert [label.split(" ")[0] for label in labels] == [
+        "imap(double)",
+        "map(double)",
+        "map(double)",
+    ]
+    assert len(set(labels)) == 3 and all(g["kind"] == "map" for g in bars(progress))
+    assert sorted(g["done"] for g in bars(progress)) == [3, 4, 4]  # batches of 10 items
+    assert all(g["running"] == 0 and g["failed"] == 0 for g in bars(progress))
+
+
 async def test_nodes_show_the_reporters_figures(jp_fetch: Any, head: str) -> None:
     cluster = await _connect(jp_fetch, head)
     answer = await _until(

@@ -261,7 +261,7 @@ def stragglers(model: Mapping[str, Any]) -> tuple[list[Finding], set[str]]:
             "slowest calls first so they overlap with the rest."
         )
         saved = backup_saving(worst, median, others_end) if waited > 0 else 0.0
-        if name.startswith("map(") and saved > STRAGGLER_MIN_EXTRA_S:
+        if name.startswith(("map(", "imap(")) and saved > STRAGGLER_MIN_EXTRA_S:
             advice += (
                 f" If a slow node or worker is the cause, eugo.hpc.map(..., backups=True) would "
                 f"have started a copy of it on an idle slot after 1.5× the median and ended "
