@@ -35,7 +35,6 @@ from ..._raytoken import secure_token_file
 from ..._tempdirs import make_private
 from ...exceptions import LaunchError
 from .. import requests
-from ..exporters import closed_exporters
 from .allocation_env import Allocation, Node, detect, ports_of, seconds_left
 from .base import Backend, Form, FormField, Observed, Plan, Spec
 from .ray_start import (
@@ -46,6 +45,7 @@ from .ray_start import (
     head_arguments,
     node_arguments,
     node_ip,
+    node_settings,
     one_start,
     ray_executable,
     retrying,
@@ -119,7 +119,7 @@ def worker_command(
     launcher = [part.format(cpus=node.cpus) for part in job.launcher]
     ray = [*_timeout(run_for), ray_executable(), "start", f"--address={address}", *args]
     if job.scheduler != "slurm":  # srun passes the environment; qrsh and pbsdsh are told
-        env = {"RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0", **closed_exporters()}
+        env = node_settings()
         if os.environ.get("RAY_AUTH_TOKEN_PATH"):
             env["RAY_AUTH_TOKEN_PATH"] = os.environ["RAY_AUTH_TOKEN_PATH"]
         ray = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *ray]

@@ -16,8 +16,14 @@ from __future__ import annotations
 
 import shlex
 
-from ..exporters import closed_exporters
-from .ray_start import HEAD_PORTS, NODE_PORTS, NodeSpec, head_arguments, node_arguments
+from .ray_start import (
+    HEAD_PORTS,
+    NODE_PORTS,
+    NodeSpec,
+    head_arguments,
+    node_arguments,
+    node_settings,
+)
 
 __all__ = ["job_script", "ray_start_line"]
 
@@ -31,9 +37,9 @@ _PICK = (
 
 _PROLOGUE = """\
 set -euo pipefail
-export RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0
-# No Prometheus exporter answering without a token on the node's network.
-export {exporters}
+# Token auth, no usage stats, no Prometheus exporter answering without a token on the node's
+# network, and a node that stops at once when the job is cancelled (ray_start.node_settings).
+export {settings}
 unset RAY_ADDRESS
 # Ray's sockets and logs on this node only, one folder per job; removed when the job ends.
 # Ray makes its own folders 0777: they go inside a 0700 folder of ours, which other users of
@@ -102,6 +108,11 @@ for attempt in 1 2 3 4 5; do
     if [ "$now" != "$address" ]; then
       echo "the head moved to $now; starting again" >&2
       kill -TERM "$ray_pid" 2>/dev/null || true
+      # A ray start still connecting to the old head ignores SIGTERM until its own connect
+      # timeout (30 s): give it 5 s, then end it and what it started.
+      for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$ray_pid" 2>/dev/null || break; sleep 0.5; done
+      pkill -KILL -P "$ray_pid" 2>/dev/null || true
+      kill -KILL "$ray_pid" 2>/dev/null || true
       break
     fi
     sleep 1
@@ -144,8 +155,8 @@ def job_script(
     """The exact script the scheduler gets for the head (``role="head"``) or a worker."""
     what = "the Ray head" if role == "head" else "a Ray worker node"
     header = ["#!/bin/bash", *directives, f"# EugoHPC Manager: {what}, a {label} job.", *note]
-    exporters = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(closed_exporters().items()))
-    prologue = _PROLOGUE.format(pick=_PICK, exporters=exporters, temp_dir=temp_dir)
+    settings = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(node_settings().items()))
+    prologue = _PROLOGUE.format(pick=_PICK, settings=settings, temp_dir=temp_dir)
     line = ray_start_line(role, cpus, gpus, shlex.quote(ray))
     python, nodes = shlex.quote(python), " ".join(NODE_PORTS)
     if role == "head":

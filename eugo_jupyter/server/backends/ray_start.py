@@ -36,7 +36,8 @@ from ..exporters import closed_exporters
 __all__ = [
     "HEAD_PORTS", "NODE_PORTS", "REPORT_EVERY_MS", "SYSTEM_CONFIG", "NodeSpec", "describe",
     "RETRY_DELAYS", "STARTS_AT_ONCE", "busy_sentence", "distinct_ports", "environment",
-    "free_port", "head_arguments", "node_arguments", "node_ip", "one_start", "ray_executable",
+    "free_port", "head_arguments", "node_arguments", "node_ip", "node_settings", "one_start",
+    "ray_executable",
     "retrying", "run_ray_start", "why",
 ]  # fmt: skip
 
@@ -165,14 +166,34 @@ def node_ip() -> str:
     return str(ray.util.get_node_ip_address())
 
 
+def node_settings() -> dict[str, str]:
+    """The environment every node's ``ray start`` gets, whatever starts it (this process, a job
+    script, ssh, srun or qrsh).
+
+    - Token auth for every node: a head started by ``ray start`` turns it on by itself, but a
+      worker node only sends the token when told to.
+    - No usage stats, and Ray's Prometheus exporters closed (they answer without a token).
+    - A node that stops at once on SIGTERM: Ray 2.60 first drains it for up to 30 s (for Ray
+      Serve's proxies), so a scheduler's cancel or a stop waited that long for nothing (a
+      cancelled SLURM job's head lingered 30 s, until the scheduler's kill).
+
+    >>> node_settings()["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"]
+    '0'
+    """
+    return {
+        "RAY_AUTH_MODE": "token",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+        **closed_exporters(),
+    }
+
+
 def environment() -> dict[str, str]:
+    """This process's environment for a ``ray start`` it runs: :func:`node_settings`, and no
+    ``RAY_ADDRESS`` of the server's own."""
     env = dict(os.environ)
-    # A head started by `ray start` turns token auth on by itself, but a worker node only sends
-    # the token when told to: say so for every node, so the cluster keeps auth on end to end.
-    env["RAY_AUTH_MODE"] = "token"
     env.pop("RAY_ADDRESS", None)
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env.update(closed_exporters())
+    env.update(node_settings())
     return env
 
 

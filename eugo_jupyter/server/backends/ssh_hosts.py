@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ..._tempdirs import ray_temp_dir
-from ..exporters import closed_exporters
 from . import ray_start
 
 __all__ = ["HostProblem", "SshSpec", "failure_of", "ssh_command", "stop_on", "why_host_failed"]
@@ -31,7 +30,7 @@ __all__ = ["HostProblem", "SshSpec", "failure_of", "ssh_command", "stop_on", "wh
 # Run by the remote shell as `sh -c START sh RAY_PATH TOKEN_FILE TEMP_DIR ray-start-args...`:
 # the token arrives on stdin, `~/` in the ray path is the remote user's home, and exit 127 means
 # no ray. Ray makes its own folders 0777, so they go inside TEMP_DIR, made 0700 here (Ray's
-# --temp-dir is TEMP_DIR/r); Ray's Prometheus exporters, which answer without a token, are off.
+# --temp-dir is TEMP_DIR/r); the node gets ray_start.node_settings (token auth, exporters off).
 _START = r"""
 umask 077
 ray=$1; token=$2; outer=$3; shift 3
@@ -45,9 +44,9 @@ if [ -L "$outer" ] || [ ! -d "$outer" ] || [ ! -O "$outer" ]; then
 fi
 chmod 700 -- "$outer" || exit 1
 ps -o sid= -p $$ | tr -d ' ' > "$outer/sid"
-RAY_AUTH_TOKEN_PATH=$token RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 EXPORTERS \
+RAY_AUTH_TOKEN_PATH=$token SETTINGS \
   exec "$ray" start "$@"
-""".replace("EXPORTERS", " ".join(f"{k}={v}" for k, v in sorted(closed_exporters().items())))
+""".replace("SETTINGS", " ".join(f"{k}={v}" for k, v in sorted(ray_start.node_settings().items())))
 # `sh -c STOP sh TEMP_DIR_PART1 TEMP_DIR_PART2 TOKEN_FILE`: the temp folder is passed in two
 # halves so that this shell's own command line never matches the pattern it kills by.
 # Not every process of a node names its temp folder: a head's Ray client server
