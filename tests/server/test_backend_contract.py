@@ -8,7 +8,9 @@ nothing; start, state, scale (where offered), stop (nothing left) and adopt (a s
 forgotten); the model's facts about the kind. The batch schedulers share more: every bad field is
 refused by name before anything is submitted (one table per scheduler), a request no node can
 ever satisfy is said to be so, and a one-minute wall time ends the cluster with a sentence that
-says so. PBS runs here only as fake ``qsub``/``qstat``/``qdel`` commands
+says so. A real scheduler's one-minute cluster is launched when the module starts (the
+``schedulers`` fixture): its minute passes while the other scenarios run, and its test then only
+waits for what is left of it. PBS runs here only as fake ``qsub``/``qstat``/``qdel`` commands
 (``tests/fixtures/fake_pbs.py``): Debian packages no PBS (neither OpenPBS nor Torque). The ssh
 backend's real part (hosts in network namespaces) is its own test bed's (tests/testbed), and
 ``connect`` starts nothing. The kubernetes backend runs against the mock API server of
@@ -18,6 +20,7 @@ can run on these machines.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -43,9 +46,21 @@ class Case:
     part: str  # where the body's backend-specific keys go ("" for top-level ones)
     nodes: int = 2  # the Ray nodes the body asks for
     settle: Any = None  # for a backend whose workers appear a moment after a scale: wait for it
+    # A real scheduler's one-minute cluster, launched as the module started: (backend, record).
+    wall_time: tuple[BatchBackend, dict[str, Any]] | None = None
 
 
-def _with_env(variables: dict[str, str]) -> Iterator[None]:
+@dataclass
+class Scheduler:
+    """A real scheduler, up for the whole module (see ``schedulers``)."""
+
+    variables: dict[str, str]  # what its commands need in the environment
+    backend: BatchBackend
+    wall_time: tuple[BatchBackend, dict[str, Any]] | None = None
+
+
+@contextlib.contextmanager
+def _env(variables: dict[str, str]) -> Iterator[None]:
     saved = {k: os.environ.get(k) for k in variables}
     os.environ.update(variables)
     try:
@@ -70,28 +85,6 @@ def _local(tmp: Path) -> Iterator[Case]:
     yield Case(LocalBackend(), {"kind": "local", "head": {"num_cpus": 1}}, "", nodes=1)
 
 
-def _slurm(tmp: Path) -> Iterator[Case]:
-    from eugo_jupyter.server.backends.slurm import SlurmBackend
-
-    require_slurm()
-    with slurm_cluster(tmp / "slurm") as slurm:
-        yield from _in_env(
-            {"SLURM_CONF": str(slurm.conf)},
-            Case(SlurmBackend(str(tmp / "shared")), {"kind": "slurm", "slurm": {"nodes": 2}},
-                 "slurm"),
-        )  # fmt: skip
-
-
-def _gridengine(tmp: Path) -> Iterator[Case]:
-    from eugo_jupyter.server.backends.gridengine import GridEngineBackend
-
-    require_gridengine()
-    with gridengine_cell() as cell:
-        body = {"kind": "gridengine", "gridengine": {"nodes": 2}}
-        yield from _in_env(cell.variables, Case(GridEngineBackend(str(tmp / "shared")), body,
-                                                "gridengine"))  # fmt: skip
-
-
 def _pbs(tmp: Path) -> Iterator[Case]:
     """Fake PBS commands (no PBS can be installed here); a wall time passes 60 times faster."""
     from eugo_jupyter.server.backends.pbs import PbsBackend
@@ -104,12 +97,8 @@ def _pbs(tmp: Path) -> Iterator[Case]:
 
 
 def _in_env(variables: dict[str, str], case: Case) -> Iterator[Case]:
-    gen = _with_env(variables)
-    next(gen)
-    try:
+    with _env(variables):
         yield case
-    finally:
-        next(gen, None)
 
 
 def _kubernetes(tmp: Path) -> Iterator[Case]:
@@ -130,15 +119,81 @@ def _kubernetes(tmp: Path) -> Iterator[Case]:
         yield from _in_env({"KUBECONFIG": str(api.kubeconfig)}, case)
 
 
-CASES = {"fake": _fake, "local": _local, "slurm": _slurm, "gridengine": _gridengine,
-         "pbs": _pbs, "kubernetes": _kubernetes}  # fmt: skip
+CASES = {"fake": _fake, "local": _local, "pbs": _pbs, "kubernetes": _kubernetes}
+REAL = {"slurm": require_slurm, "gridengine": require_gridengine}  # started by `schedulers`
+# The kinds in the order they are tested: the real schedulers' one-minute clusters (launched as
+# the module starts) run meanwhile. Grid Engine's ends first; SLURM's last (slurmctld checks time
+# limits every 30 s), so SLURM comes last. The local kind's Ray head starts once the two heads of
+# those clusters are long up: three starting at once on a busy machine can miss Ray's 30 s window.
+ORDER = ["fake", "pbs", "kubernetes", "gridengine", "local", "slurm"]
+WALL_TIME_TEST = "test_a_one_minute_wall_time_ends_the_cluster_and_says_why"
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def case(
+def _selected(request: pytest.FixtureRequest) -> dict[str, set[str]]:
+    """The real schedulers this run's tests of the module use: kind -> those tests' names."""
+    wanted: dict[str, set[str]] = {}
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("case") if callspec else None
+        if kind in REAL and getattr(item, "module", None) is request.module:
+            wanted.setdefault(kind, set()).add(getattr(item, "originalname", item.name))
+    return wanted
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schedulers(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Scheduler]]:
+    """Start the real schedulers the selected tests use as the module starts, and launch on each
+    the one-minute cluster of the wall-time test at once: that minute, the most of the module's
+    time, then passes while the other scenarios run instead of in that test alone."""
+    running: dict[str, Scheduler] = {}
+    wanted = _selected(request)
+    with contextlib.ExitStack() as stack:
+        for kind in [k for k in REAL if k in wanted]:  # SLURM first: its cluster ends last
+            try:
+                REAL[kind]()
+            except (pytest.skip.Exception, pytest.fail.Exception):
+                continue  # not installed: the `case` fixture says so for each of its tests
+            tmp = tmp_path_factory.mktemp(kind)
+            if kind == "slurm":
+                slurm = stack.enter_context(slurm_cluster(tmp / "slurm"))
+                variables = {"SLURM_CONF": str(slurm.conf)}
+            else:
+                variables = stack.enter_context(gridengine_cell()).variables
+            scheduler = running[kind] = Scheduler(variables, _scheduler(kind, tmp / "shared"))
+            if WALL_TIME_TEST in wanted[kind]:
+                # A folder of its own: the plan test finds the other one empty.
+                backend = _scheduler(kind, tmp / "wall-time")
+                body = {"kind": kind, kind: {"nodes": 1, "walltime": "00:01:00"}}
+                with _env(variables):
+                    scheduler.wall_time = backend, _launch(backend, body)
+                stack.callback(_stop_quietly, variables, *scheduler.wall_time)
+        yield running
+
+
+def _stop_quietly(variables: dict[str, str], backend: BatchBackend, record: Any) -> None:
+    """Stop a cluster its test may not have stopped (a failed run); the scheduler's own
+    tear-down ends whatever is left."""
+    with _env(variables), contextlib.suppress(Exception):
+        backend.stop(record)
+
+
+@pytest.fixture(scope="module", params=ORDER)
+def case(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    schedulers: dict[str, Scheduler],
 ) -> Iterator[Case]:
-    yield from CASES[request.param](tmp_path_factory.mktemp(request.param))
+    kind = request.param
+    if kind not in REAL:
+        yield from CASES[kind](tmp_path_factory.mktemp(kind))
+        return
+    REAL[kind]()  # a scheduler that is not installed: skipped here, a failure in CI
+    scheduler = schedulers[kind]
+    body = {"kind": kind, kind: {"nodes": 2}}
+    real = Case(scheduler.backend, body, kind, wall_time=scheduler.wall_time)
+    yield from _in_env(scheduler.variables, real)
 
 
 def _with_part(case: Case, extra: dict[str, Any]) -> dict[str, Any]:
@@ -254,12 +309,13 @@ BAD_FIELDS = {
 }
 
 
-def _scheduler(kind: str) -> BatchBackend:
+def _scheduler(kind: str, shared_dir: Path | None = None) -> BatchBackend:
     from eugo_jupyter.server.backends.gridengine import GridEngineBackend
     from eugo_jupyter.server.backends.pbs import PbsBackend
     from eugo_jupyter.server.backends.slurm import SlurmBackend
 
-    return {"slurm": SlurmBackend, "gridengine": GridEngineBackend, "pbs": PbsBackend}[kind]()
+    backend = {"slurm": SlurmBackend, "gridengine": GridEngineBackend, "pbs": PbsBackend}[kind]
+    return backend(str(shared_dir) if shared_dir else None)
 
 
 @pytest.mark.parametrize(
@@ -286,15 +342,19 @@ def _until(backend: Backend, record: dict[str, Any], done: Any, what: str) -> An
     return until(view, f"{backend.label}: {what}", 600, every_s=0.5)
 
 
+def _launch(backend: BatchBackend, body: dict[str, Any]) -> dict[str, Any]:
+    spec = backend.validate(body)
+    record: dict[str, Any] = {"id": f"c-{secrets.token_hex(4)}", "kind": spec.kind,
+                              "spec": spec.to_model()}  # fmt: skip
+    record.update(backend.start(spec, record, 600.0))
+    return record
+
+
 def _batch_launch(case: Case, fields: dict[str, Any]) -> tuple[BatchBackend, dict[str, Any]]:
     backend = case.backend
     if not isinstance(backend, BatchBackend):
         pytest.skip("a batch scheduler's scenario")
-    spec = backend.validate(_with_part(case, {"nodes": 1, **fields}))
-    record: dict[str, Any] = {"id": f"c-{secrets.token_hex(4)}", "kind": spec.kind,
-                              "spec": spec.to_model()}  # fmt: skip
-    record.update(backend.start(spec, record, 600.0))
-    return backend, record
+    return backend, _launch(backend, _with_part(case, {"nodes": 1, **fields}))
 
 
 def test_a_request_no_node_can_run_is_said_to_be_impossible(case: Case) -> None:
@@ -311,7 +371,8 @@ def test_a_request_no_node_can_run_is_said_to_be_impossible(case: Case) -> None:
 
 
 def test_a_one_minute_wall_time_ends_the_cluster_and_says_why(case: Case) -> None:
-    backend, record = _batch_launch(case, {"walltime": "00:01:00"})
+    # On a real scheduler the cluster was launched as the module started (see `schedulers`).
+    backend, record = case.wall_time or _batch_launch(case, {"walltime": "00:01:00"})
     try:
         observed = _until(backend, record, lambda o: o.ended, "the wall time ended the job")
         assert observed.ended.startswith(
