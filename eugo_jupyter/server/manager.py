@@ -391,6 +391,8 @@ class ClusterManager:
         backend = self.backends.get(cluster.kind)
         if backend is not None and backend.owns_processes:
             cluster.status = "stopping"
+            if cluster.counting is not None:
+                cluster.counting.cancel()  # no count read of a cluster going away
             if cluster.launching is not None and not cluster.launching.done():
                 # A local launch must finish for its processes to be stopped; a queued job's
                 # launch loop stops by itself once the status is "stopping".

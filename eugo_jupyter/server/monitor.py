@@ -205,8 +205,12 @@ def read(
     With ``counts=False`` the task counts are not read (``tasks`` is None: the caller keeps its
     last ones). ``moving`` and ``mark`` are the cheap signals of activity (:func:`_activity`).
     Raises whatever Ray raises when the GCS does not answer; the manager turns it into a
-    sentence.
+    sentence. Nothing accepting connections at the address raises ConnectionError at once:
+    Ray's clients, given a GCS that is gone (a cluster just stopped), block for 30 s or more
+    whatever their timeout, and a server that exits waits for that read.
     """
+    if not reachable(gcs_address, min(timeout, 2.0)):
+        raise ConnectionError(f"nothing accepts connections at {gcs_address}")
     _use_token_auth()
     snap = snapshot(gcs_address, timeout=timeout)
     local = local_ips()

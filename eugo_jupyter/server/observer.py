@@ -218,6 +218,8 @@ class Observer:
         pace = self._pace(cluster)
         while wait is not None:
             await asyncio.sleep(wait)
+            if cluster.status in ("stopping", "stopped"):
+                return  # its GCS is going: a read of it would block a thread for nothing
             try:
                 tasks = await self._count_once(cluster, pace.moving)
             except Exception:  # noqa: BLE001 - the GCS may be busy: the next probe books again

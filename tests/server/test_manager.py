@@ -16,6 +16,7 @@ import pytest
 from eugo_jupyter import _processes as processes
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError, OptionsError
+from eugo_jupyter.server import monitor
 from eugo_jupyter.server.manager import ClusterManager
 
 PROFILE = {
@@ -63,6 +64,10 @@ def test_a_local_cluster_launches_runs_and_stops_with_nothing_left(
 
         assert await manager.delete(model["id"]) is True
         assert processes.cluster_processes(record["pgids"], record["temp_dir"]) == set()
+        # A read of the stopped cluster says so at once, instead of waiting in Ray's client for
+        # a GCS that is gone (30 s or more, whatever the timeout: a server's exit waited on it).
+        with pytest.raises(ConnectionError, match="nothing accepts connections at"):
+            monitor.read(str(model["address"]), None, timeout=5.0)
         assert records.read_record(model["id"]) is None
         assert records.active_record() is None
         assert _own(await manager.list_clusters()) == []
