@@ -174,13 +174,17 @@ def _wait_watching(refs: list[Any], num_returns: int, timeout: float | None) -> 
     if address is None:
         return ray.wait(refs, num_returns=num_returns, timeout=timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
+    waited = False
     while True:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         step = _watch.STEP if left is None else min(_watch.STEP, left)
         done, pending = ray.wait(refs, num_returns=num_returns, timeout=step)
         if len(done) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            if waited:  # a task whose node went with its cluster is ready too (it failed): ask
+                _watch.raise_if_gone(address)  # once, so a long wait says the cluster is gone
             return done, pending
         _watch.raise_if_gone(address)
+        waited = True
 
 
 def as_completed(futures: Iterable[Any], *, timeout: float | None = None) -> Iterator[Any]:

@@ -113,14 +113,14 @@ def scan() -> list[Found]:
     return [found for _, found in sorted(heads, key=lambda pair: pair[0])]
 
 
-def stop(found: Found, grace: float = 5.0) -> list[int]:
+def stop(found: Found) -> list[int]:
     """End every process of this head's session on this machine; returns the pids left.
 
     Only after the user confirmed: the Manager did not start this cluster.
     """
     from .._processes import stop as stop_processes
 
-    return stop_processes([found.pgid], found.session_dir, grace=grace)
+    return stop_processes([found.pgid], found.session_dir)
 
 
 def _found_model(found: Found, dashboard: str | None) -> ClusterModel:

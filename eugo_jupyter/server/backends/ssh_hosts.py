@@ -59,10 +59,13 @@ case "$token" in "~/"*) token="$HOME/${token#"~/"}";; esac
 sid=$(cat -- "$p/sid" 2>/dev/null | tr -cd '0-9')
 ours() { pgrep -f -- "$p"; [ -n "$sid" ] && pgrep -s "$sid" -f -- ray; }
 end() { pkill "$1" -f -- "$p"; [ -n "$sid" ] && pkill "$1" -s "$sid" -f -- ray; }
-end -TERM
-i=0; while [ -n "$(ours)" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
+# As _processes.stop: the GCS first, so that an attached kernel finds the cluster gone before
+# a task fails for a lost node; then the rest, killed (without their GCS they only wait on it).
+for q in $(ours); do
+  [ "$(cat "/proc/$q/comm" 2>/dev/null)" = gcs_server ] && kill -KILL "$q" 2>/dev/null
+done
 end -KILL
-i=0; while [ -n "$(ours)" ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); done
+i=0; while [ -n "$(ours)" ] && [ $i -lt 25 ]; do sleep 0.2; i=$((i+1)); end -KILL; done
 left=$(ours | sort -u | tr '\n' ' ')
 rm -f -- "$token"
 [ -z "$left" ] && rm -rf -- "$p"
