@@ -11,6 +11,7 @@ a kernel still running well past that has been let go of the dead cluster cleanl
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -31,12 +32,15 @@ from tests.fixtures.waiting import until
 DEADLINE = 300.0
 
 KERNEL = r"""
-import sys, time
+import json, sys, time
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import ClusterError
 
-address = sys.argv[1] or None
-connection = eugo.hpc.init(address=address)
+job = json.loads(sys.stdin.readline() or "null")  # from the test, once the cluster runs
+if job is None:
+    sys.exit()  # the test ended before
+marker, waits_in = job["marker"], job["waits_in"]
+connection = eugo.hpc.init(address=job["address"] or None)
 print("CONNECTED", connection.source, flush=True)
 
 @eugo.hpc.distribute
@@ -53,18 +57,18 @@ def slow(path):
     time.sleep(10_000)
 
 try:
-    if sys.argv[3] == "get":
-        eugo.hpc.get(forever(sys.argv[2]))
-    elif sys.argv[3] == "wait":
-        eugo.hpc.wait([forever(sys.argv[2])], num_returns=1)
-    elif sys.argv[3] == "map":
-        eugo.hpc.map(slow, [sys.argv[2]], progress=False)
+    if waits_in == "get":
+        eugo.hpc.get(forever(marker))
+    elif waits_in == "wait":
+        eugo.hpc.wait([forever(marker)], num_returns=1)
+    elif waits_in == "map":
+        eugo.hpc.map(slow, [marker], progress=False)
     else:  # a %%distribute cell in a real IPython shell, as in a notebook
         from IPython.testing.globalipapp import get_ipython
 
         shell = get_ipython()
         shell.run_line_magic("load_ext", "eugo_jupyter")
-        shell.user_ns["path"] = sys.argv[2]
+        shell.user_ns["path"] = marker
         cell = "%%distribute\nimport time\nopen(path, 'w').close()\ntime.sleep(10_000)\n"
         ran = shell.run_cell(cell)
         if ran.error_in_exec is not None:
@@ -84,7 +88,27 @@ print("ALIVE", flush=True)
 
 
 @pytest.fixture
-def cluster() -> Iterator[local.Launched]:
+def kernel(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """The kernel's process, started before its cluster (the fixtures that launch one ask for it):
+    its imports go on while the cluster launches. :func:`_connect` tells it where to go."""
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(tmp_path),
+        "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    with open(tmp_path / "kernel.err", "w") as errors:  # shown if the kernel dies
+        process = subprocess.Popen(  # its folder last: _line finds kernel.err there
+            [sys.executable, "-c", KERNEL, str(tmp_path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+            text=True, env=env, start_new_session=True,
+        )  # fmt: skip
+    yield process
+    _kill(process)
+
+
+@pytest.fixture
+def cluster(kernel: subprocess.Popen[str]) -> Iterator[local.Launched]:
     started = local.launch(
         ray_start.NodeSpec(num_cpus=1), [], expected_dir(f"c-g{secrets.token_hex(4)}")
     )
@@ -92,21 +116,15 @@ def cluster() -> Iterator[local.Launched]:
     processes.stop(started.pgids, started.temp_dir)
 
 
-def _kernel(
-    address: str, marker: Path, runtime: Path, waits_in: str = "get"
-) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-    with open(runtime / "kernel.err", "w") as errors:  # shown if the kernel dies
-        return subprocess.Popen(
-            [sys.executable, "-c", KERNEL, address, str(marker), waits_in],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-            text=True, env=env, start_new_session=True,
-        )  # fmt: skip
+def _connect(
+    kernel: subprocess.Popen[str], address: str, marker: Path, waits_in: str = "get"
+) -> None:
+    """Tell the kernel to connect to ``address`` ("": as a fresh kernel would choose), start a
+    task that writes ``marker`` and wait on it in ``waits_in``."""
+    assert kernel.stdin is not None
+    job = {"address": address, "marker": str(marker), "waits_in": waits_in}
+    kernel.stdin.write(json.dumps(job) + "\n")
+    kernel.stdin.flush()
 
 
 #: The lines the kernel prints, in this order; a RETRY line may come between them.
@@ -126,7 +144,7 @@ def _line(kernel: subprocess.Popen[str], prefix: str) -> str:
             return line.strip()
         if line.startswith(STEPS):
             raise AssertionError(f"waiting for the kernel's {prefix} line, it printed: {line}")
-    errors = Path(kernel.args[-2]).parent / "kernel.err"
+    errors = Path(kernel.args[-1]) / "kernel.err"
     tail = errors.read_text(errors="replace")[-3000:] if errors.exists() else ""
     raise AssertionError(f"the kernel exited ({kernel.wait()}) before {prefix!r}:\n{tail}")
 
@@ -147,11 +165,11 @@ def _kill(kernel: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
 def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
-    cluster: local.Launched, tmp_path: Path, waits_in: str
+    cluster: local.Launched, kernel: subprocess.Popen[str], tmp_path: Path, waits_in: str
 ) -> None:
     """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
     marker = tmp_path / "running"
-    kernel = _kernel(cluster.gcs_address, marker, tmp_path, waits_in)
+    _connect(kernel, cluster.gcs_address, marker, waits_in)
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
         until(marker.exists, f"{marker} written", DEADLINE)
@@ -178,7 +196,7 @@ def _driver_heard(temp_dir: str, pid: int, line: str) -> bool:
 
 
 @pytest.fixture
-def head_and_worker() -> Iterator[local.Launched]:
+def head_and_worker(kernel: subprocess.Popen[str]) -> Iterator[local.Launched]:
     """A head that runs nothing (no CPU) and a worker node: the kernel attaches to the head's
     node (Ray prefers the head on its machine), its tasks run on the other one."""
     started = local.launch(
@@ -191,7 +209,7 @@ def head_and_worker() -> Iterator[local.Launched]:
 
 
 def test_the_kernels_node_announced_dead_before_the_head_goes_never_ends_the_kernel(
-    head_and_worker: local.Launched, tmp_path: Path
+    head_and_worker: local.Launched, kernel: subprocess.Popen[str], tmp_path: Path
 ) -> None:
     """The order that ended kernels now and then, made certain: the kernel's node goes first
     and the head, still up, announces it dead; then the head goes too.
@@ -204,7 +222,7 @@ def test_the_kernels_node_announced_dead_before_the_head_goes_never_ends_the_ker
     """
     cluster = head_and_worker
     marker = tmp_path / "running"
-    kernel = _kernel(cluster.gcs_address, marker, tmp_path, "map")
+    _connect(kernel, cluster.gcs_address, marker, "map")
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
         until(marker.exists, f"{marker} written", DEADLINE)
@@ -237,7 +255,10 @@ def test_the_kernels_node_announced_dead_before_the_head_goes_never_ends_the_ker
 
 
 def test_cluster_shut_down_in_the_manager_says_so(
-    cluster: local.Launched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: local.Launched,
+    kernel: subprocess.Popen[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The kernel follows the active cluster; the manager shuts it down (record removed, then
     its processes stopped, as ``DELETE /eugo/clusters/{id}`` does)."""
@@ -247,7 +268,7 @@ def test_cluster_shut_down_in_the_manager_says_so(
     records.write_record(record)
     records.set_active(record)
     marker = tmp_path / "running"
-    kernel = _kernel("", marker, tmp_path, waits_in="wait")  # eugo.hpc.wait this time
+    _connect(kernel, "", marker, waits_in="wait")  # eugo.hpc.wait this time
     try:
         assert _line(kernel, "CONNECTED") == "CONNECTED active cluster 'team'"
         until(marker.exists, f"{marker} written", DEADLINE)

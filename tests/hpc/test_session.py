@@ -7,6 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +33,44 @@ print(json.dumps({"address": info.address, "source": info.source, "embedded": in
 """
 
 
+class Fresh:
+    """``code`` in a new process with no cluster address set, started now; :meth:`result` waits
+    for it. Its output goes to files: nothing waits on a pipe meanwhile."""
+
+    def __init__(self, code: str, runtime: Path, env: dict[str, str] | None = None) -> None:
+        clean = {
+            k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
+        }
+        clean.update(env or {}, JUPYTER_RUNTIME_DIR=str(runtime))
+        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], env=clean, stdout=self.out, stderr=self.err
+        )
+
+    def result(self) -> tuple[Any, str]:
+        """Its last line's JSON, and what it wrote to stderr (the warnings)."""
+        try:
+            code = self.process.wait(timeout=300)
+            self.out.seek(0)
+            self.err.seek(0)
+            stdout, stderr = self.out.read(), self.err.read()
+        finally:
+            self.stop()
+        assert code == 0, stderr
+        return json.loads(stdout.strip().splitlines()[-1]), stderr
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.out.close()
+        self.err.close()
+
+
 def _fresh(code: str, runtime: Path, env: dict[str, str] | None = None) -> tuple[Any, str]:
     """Run ``code`` in a new process with no cluster address set: its last line's JSON, and
     what it wrote to stderr (the warnings)."""
-    clean = {
-        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
-    }
-    clean.update(env or {}, JUPYTER_RUNTIME_DIR=str(runtime))
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+    return Fresh(code, runtime, env).result()
 
 
 def _probe(env: dict[str, str], runtime: Path) -> dict[str, Any]:
@@ -104,32 +133,56 @@ def test_an_address_that_answers_but_is_no_gcs_is_named_without_trying_ray() -> 
 def test_embedded_default_and_each_address_source(
     gpu_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The four processes run at once (each waits mostly on its own Ray's start or connect). The
+    # first one's runtime folder has no record; the others' marks the cluster active.
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    records.set_active({"id": "gpu", "name": "gpu", "address": gpu_cluster.address})
+    probes = [
+        ({}, nothing),
+        ({}, tmp_path),
+        ({"RAY_ADDRESS": gpu_cluster.address}, tmp_path),
+        ({"EUGO_CLUSTER_ADDRESS": gpu_cluster.address, "RAY_ADDRESS": "127.0.0.1:1"}, tmp_path),
+    ]
+    with ThreadPoolExecutor(len(probes)) as pool:
+        embedded, active, ray_address, both = pool.map(lambda probe: _probe(*probe), probes)
+
     # Nothing configured: a private embedded Ray, even though another cluster runs on this machine.
-    embedded = _probe({}, tmp_path)
     assert embedded["embedded"] and embedded["nodes"] == 1
     assert embedded["address"] != gpu_cluster.address
     assert embedded["dashboard"].startswith("http://127.0.0.1:")
 
     # The cluster marked active in the manager.
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
-    records.set_active({"id": "gpu", "name": "gpu", "address": gpu_cluster.address})
-    active = _probe({}, tmp_path)
     assert active["source"] == "active cluster 'gpu'" and active["nodes"] == 2
 
     # RAY_ADDRESS beats the record; EUGO_CLUSTER_ADDRESS beats RAY_ADDRESS.
-    assert _probe({"RAY_ADDRESS": gpu_cluster.address}, tmp_path)["source"] == "RAY_ADDRESS"
-    both = _probe(
-        {"EUGO_CLUSTER_ADDRESS": gpu_cluster.address, "RAY_ADDRESS": "127.0.0.1:1"}, tmp_path
-    )
+    assert ray_address["source"] == "RAY_ADDRESS"
     assert both["source"] == "EUGO_CLUSTER_ADDRESS" and both["nodes"] == 2
 
 
+@pytest.fixture(scope="module")
+def embedded_starts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Fresh]]:
+    """The two tests below each start an embedded Ray in a new process: both processes start
+    together (each waits on its own Ray's start much of the time), each in its own runtime
+    folder; the first one's marks a cluster active that is gone (nothing answers there)."""
+    dead = tmp_path_factory.mktemp("dead-active")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_RUNTIME_DIR", str(dead))
+        records.set_active({"id": "gone", "name": "gone", "address": "127.0.0.1:1"})
+    runs = {
+        "dead active": Fresh(PROBE, dead),
+        "listeners": Fresh(LISTENERS, tmp_path_factory.mktemp("listeners")),
+    }
+    yield runs
+    for run in runs.values():
+        run.stop()
+
+
 def test_dead_active_cluster_falls_back_with_a_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    embedded_starts: dict[str, Fresh],
 ) -> None:
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
-    records.set_active({"id": "gone", "name": "gone", "address": "127.0.0.1:1"})
-    result, warned = _fresh(PROBE, tmp_path)
+    result, warned = embedded_starts["dead active"].result()
     assert "No Ray cluster answers at 127.0.0.1:1 (from active cluster 'gone')" in warned
     assert result["embedded"]
 
@@ -150,10 +203,12 @@ print(json.dumps({"heard": heard, "seen": seen, "cached": _checks._snap is not N
 """
 
 
-def test_listeners_hear_the_connect_and_the_cluster_gone(tmp_path: Path) -> None:
+def test_listeners_hear_the_connect_and_the_cluster_gone(
+    embedded_starts: dict[str, Fresh],
+) -> None:
     """What a per-cluster cache hears: the connect, then the cluster let go of when found gone
     (the one disconnect; its cluster read is dropped with it)."""
-    result, _ = _fresh(LISTENERS, tmp_path)
+    result, _ = embedded_starts["listeners"].result()
     (connect, source), (disconnect, reason) = result["heard"]
     assert (connect, source, disconnect) == ("connect", "embedded", "disconnect")
     assert reason.startswith(

@@ -27,8 +27,10 @@ from tests.fixtures.jupyter import jupyter_server
 DEADLINE = 300.0
 
 
-def _launch(client: ManagerClient, body: dict[str, Any]) -> dict[str, Any]:
-    return client.wait_until_running(client.launch(body)["id"], timeout=DEADLINE)
+def _launch(client: ManagerClient, *bodies: dict[str, Any]) -> list[dict[str, Any]]:
+    """Launch each of ``bodies`` (they start together), then wait until each runs."""
+    ids = [client.launch(body)["id"] for body in bodies]
+    return [client.wait_until_running(cluster_id, timeout=DEADLINE) for cluster_id in ids]
 
 
 @pytest.fixture
@@ -58,8 +60,11 @@ def test_sigkilled_server_stops_its_clusters_and_the_next_server_adopts_persiste
     runtime: Path,
 ) -> None:
     with jupyter_server(runtime, deadline_s=DEADLINE) as (first, process):
-        short = _launch(first, {"kind": "local", "name": "short", "lifetime": "server"})
-        kept = _launch(first, {"kind": "local", "name": "kept", "lifetime": "persistent"})
+        short, kept = _launch(
+            first,
+            {"kind": "local", "name": "short", "lifetime": "server"},
+            {"kind": "local", "name": "kept", "lifetime": "persistent"},
+        )
         short_record, kept_record = _record(runtime, short["id"]), _record(runtime, kept["id"])
         assert _ray_processes(short_record) and _ray_processes(kept_record)
 

@@ -54,8 +54,9 @@ def _record(cluster_id: str) -> dict[str, Any]:
 
 
 def _driver() -> subprocess.Popen[str]:
-    """A kernel-like process, imports done (slow on a busy machine) before the cluster exists."""
-    driver = subprocess.Popen(
+    """A kernel-like process, started before the cluster: its imports (slow on a busy machine)
+    go on while the cluster launches, and are done before it connects (:func:`_connect`)."""
+    return subprocess.Popen(
         [sys.executable, "-c", DRIVER],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -63,14 +64,12 @@ def _driver() -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
-    assert driver.stdout is not None
-    line = driver.stdout.readline()
-    assert line.strip() == "ready", line + driver.stdout.read()[-2000:]
-    return driver
 
 
 def _connect(driver: subprocess.Popen[str], address: str) -> None:
     assert driver.stdin is not None and driver.stdout is not None
+    line = driver.stdout.readline()
+    assert line.strip() == "ready", line + driver.stdout.read()[-2000:]
     driver.stdin.write(address + "\n")
     driver.stdin.flush()
     line = driver.stdout.readline()
@@ -110,11 +109,16 @@ async def test_idle_cluster_stops_after_its_timeout_and_says_why(jp_fetch: Any) 
 
 async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) -> None:
     loop = asyncio.get_running_loop()
-    driver = await loop.run_in_executor(None, _driver)
+    driver = _driver()
     # Long enough for the kernel to connect before the cluster's first idle timeout.
     idle_timeout = 10
-    model = await _launch(jp_fetch, idle_timeout=idle_timeout)
-    await loop.run_in_executor(None, _connect, driver, model["address"])
+    try:
+        model = await _launch(jp_fetch, idle_timeout=idle_timeout)
+        await loop.run_in_executor(None, _connect, driver, model["address"])
+    except BaseException:
+        driver.kill()
+        driver.wait()
+        raise
     try:
         # Watch, with the kernel connected, for a whole idle timeout after it connected plus a
         # few of the manager's looks: the cluster was idle from the moment it ran (before the
@@ -138,10 +142,10 @@ async def test_a_connected_kernel_keeps_it_alive_until_it_leaves(jp_fetch: Any) 
 
 async def test_max_lifetime_stops_even_a_busy_cluster(jp_fetch: Any) -> None:
     loop = asyncio.get_running_loop()
-    driver = await loop.run_in_executor(None, _driver)
-    # Long enough for the kernel to connect well before the lifetime ends.
-    model = await _launch(jp_fetch, max_lifetime=20, idle_timeout=3600)
+    driver = _driver()
     try:
+        # Long enough for the kernel to connect well before the lifetime ends.
+        model = await _launch(jp_fetch, max_lifetime=20, idle_timeout=3600)
         await loop.run_in_executor(None, _connect, driver, model["address"])
         # The kernel connected while the cluster ran: what stops it below is a busy cluster.
         seen = await fetch_json(jp_fetch, "eugo", "clusters", model["id"])

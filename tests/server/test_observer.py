@@ -26,7 +26,10 @@ DEADLINE_S = 240.0  # generous: the machine is shared; conditions are polled, ne
 DRIVER = textwrap.dedent(
     """
     import json, sys, ray
-    ray.init(address=sys.argv[1], logging_level="ERROR")
+    address = sys.stdin.readline().strip()
+    if not address:  # the test ended before the cluster ran
+        sys.exit()
+    ray.init(address=address, logging_level="ERROR")
     print(json.dumps(ray._private.state.state.get_system_config()), flush=True)  # the head's
     noop = ray.remote(num_cpus=1)(lambda: None)
 
@@ -48,17 +51,26 @@ DRIVER = textwrap.dedent(
 
 
 class Driver:
-    """A connected Ray driver that runs ``n`` no-op tasks when told to, and says when done."""
+    """A connected Ray driver that runs ``n`` no-op tasks when told to, and says when done.
 
-    def __init__(self, address: str) -> None:
+    Started before the cluster (its imports go on while the cluster launches); connects in
+    :meth:`connect`.
+    """
+
+    def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, address],
+            [sys.executable, "-c", DRIVER],
             env={**os.environ, "RAY_AUTH_MODE": "token"},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self.process.stdout is not None
+        self.config: dict[str, Any] = {}
+
+    def connect(self, address: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{address}\n")
+        self.process.stdin.flush()
         self.config = json.loads(self.process.stdout.readline())  # the head's system config
 
     def run(self, n: int | str) -> None:
@@ -118,12 +130,14 @@ def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -
         assert len(counted) == at_rest
 
     async def scenario() -> None:
+        driver = Driver()
         model = await manager.create({"kind": "local", "name": "pace", "head": {"num_cpus": 1}})
         cluster_id = model["id"]
-        driver = None
         try:
             model = await manager.wait_until_running(cluster_id, timeout=600)
-            driver = Driver(str(model["address"]))
+            await asyncio.get_running_loop().run_in_executor(
+                None, driver.connect, str(model["address"])
+            )
             # What the card reads after a run (task events, the drivers' backlog behind the
             # waiting list, the nodes' load) reaches the GCS every 250 ms on a cluster the
             # Manager launched, not Ray's every second: the driver takes that from the head.
@@ -153,8 +167,7 @@ def test_counts_settle_after_each_run_and_a_cluster_at_rest_is_not_recounted() -
             model = await manager.get_cluster(cluster_id)
             assert model is not None and model["resources"]["available"].get("CPU", 0) == 0
         finally:
-            if driver is not None:
-                driver.close()
+            driver.close()
             await manager.delete(cluster_id)
             await manager.close()
 

@@ -107,13 +107,10 @@ async def test_bad_ssh_specs_are_refused_with_the_fix(
     assert message in json.loads(err.value.response.body)["message"]
 
 
-WHERE = textwrap.dedent(
+# A task pinned to each live node prints, as one JSON line, the addresses it sees on its host
+# (node address -> addresses); the tail of both drivers below, after their connect.
+_WHERE_EACH_NODE = textwrap.dedent(
     """
-    import json, subprocess, sys
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
-    ray.init(address=sys.argv[1], logging_level="ERROR")
-
     @ray.remote(num_cpus=1)
     def where():
         out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True)
@@ -121,22 +118,45 @@ WHERE = textwrap.dedent(
 
     nodes = [n for n in ray.nodes() if n["Alive"]]
     refs = [where.options(scheduling_strategy=On(n["NodeID"], soft=False)).remote() for n in nodes]
-    print(json.dumps({n["NodeManagerAddress"]: r for n, r in zip(nodes, ray.get(refs))}))
+    seen = {n["NodeManagerAddress"]: r for n, r in zip(nodes, ray.get(refs))}
+    print(json.dumps(seen), flush=True)
     """
 )
 
-SURVIVE = textwrap.dedent(
+WHERE = (
+    textwrap.dedent(
+        """
+    import json, subprocess, sys
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+    ray.init(address=sys.argv[1], logging_level="ERROR")
     """
-    import sys, time
+    )
+    + _WHERE_EACH_NODE
+)
+
+# First where pinned tasks run (as WHERE), then tasks held on the host that will be lost: one
+# driver, whose workers on each node serve both.
+SURVIVE = (
+    textwrap.dedent(
+        """
+    import json, os, subprocess, sys, time
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
     import eugo_jupyter as eugo
     import ray
     eugo.hpc.init(address=sys.argv[1], logging_level="ERROR")
-    doomed = sys.argv[2]
-
+    doomed, gate = sys.argv[2], sys.argv[3]
+    """
+    )
+    + _WHERE_EACH_NODE
+    + textwrap.dedent(
+        """
     @eugo.hpc.distribute(num_cpus=1, max_retries=5)
     def square(i):
-        time.sleep(20)
+        # Held until the test opens the gate (a file: every host shares this file system), once
+        # the host is seen lost: the tasks there are surely in flight when it vanishes.
+        while not os.path.exists(gate):
+            time.sleep(0.1)
         return i * i
 
     node = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] == doomed)
@@ -146,6 +166,7 @@ SURVIVE = textwrap.dedent(
     print("submitted", flush=True)
     print(eugo.hpc.get(futures, progress=False), flush=True)
     """
+    )
 )
 
 
@@ -162,6 +183,22 @@ async def _where(address: str) -> dict[str, list[str]]:
     return seen
 
 
+async def _line_of(driver: subprocess.Popen[str], starts: str) -> str:
+    """The driver's next line that starts with ``starts`` (Ray's own log lines may come first).
+
+    Bounded: past the deadline the test fails, and its cleanup kills the driver.
+    """
+    assert driver.stdout is not None
+    loop, before = asyncio.get_running_loop(), []
+    while True:
+        line = await asyncio.wait_for(loop.run_in_executor(None, driver.stdout.readline), DEADLINE)
+        if line.startswith(starts):
+            return line
+        if not line:  # the driver ended
+            pytest.fail(f"the driver printed no line starting {starts!r}: {''.join(before)}")
+        before.append(line)
+
+
 def _run_driver(script: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
@@ -171,7 +208,7 @@ def _run_driver(script: str, *args: str) -> subprocess.Popen[str]:
 
 
 async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_host_is_survived(
-    jp_fetch: Any, bed: TestBed, monkeypatch: pytest.MonkeyPatch
+    jp_fetch: Any, bed: TestBed, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The same path as with the defaults, on shorter timers (the test took 195 s, most of it
     # waiting): the head's GCS declares a silent node dead after 3 missed health checks of 2 s
@@ -195,17 +232,16 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
         assert addresses == sorted([ray_start.node_ip(), h1.address, h2.address])
 
         loop = asyncio.get_running_loop()
-        seen = await _where(model["address"])
-        # Each task ran in its node's host: the only addresses it sees are that host's.
-        assert seen[h1.address] == ["127.0.0.1", h1.address]
-        assert seen[h2.address] == ["127.0.0.1", h2.address]
-        assert ray_start.node_ip() in seen[ray_start.node_ip()]
-
-        driver = _run_driver(SURVIVE, model["address"], h2.address)
+        gate = tmp_path / "gate"
+        driver = _run_driver(SURVIVE, model["address"], h2.address, str(gate))
         try:
-            assert driver.stdout is not None
-            line = await loop.run_in_executor(None, driver.stdout.readline)
-            assert line.strip() == "submitted", line
+            seen = json.loads(await _line_of(driver, "{"))
+            # Each task ran in its node's host: the only addresses it sees are that host's.
+            assert seen[h1.address] == ["127.0.0.1", h1.address]
+            assert seen[h2.address] == ["127.0.0.1", h2.address]
+            assert ray_start.node_ip() in seen[ray_start.node_ip()]
+
+            assert (await _line_of(driver, "submitted")).strip() == "submitted"
             await poll_model(
                 jp_fetch, model["id"], lambda m: m["tasks"]["running"] >= 3, deadline_s=DEADLINE
             )
@@ -216,6 +252,7 @@ async def test_two_hosts_three_nodes_tasks_run_where_they_are_pinned_and_a_lost_
                 deadline_s=DEADLINE,
             )  # fmt: skip
             assert lost["status"] == "running"
+            gate.touch()  # the tasks end; those lost with the host end on their retry elsewhere
             # Bounded: a driver stuck in `get` fails the test instead of hanging the suite.
             try:
                 output, _ = await loop.run_in_executor(

@@ -18,10 +18,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -29,6 +30,8 @@ CHROMIUM = os.environ.get("EUGO_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 # Generous: this only bounds how long a broken server may hang the suite, it measures nothing.
 STARTUP_DEADLINE_S = 300
+
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -145,18 +148,47 @@ def running_lab(
         )
         yield server
     finally:
-        try:
-            _, clusters = server.api("GET", "eugo/clusters")
-            for cluster in clusters if isinstance(clusters, list) else []:
-                server.api("DELETE", f"eugo/clusters/{cluster['id']}")
-        except OSError:
-            pass
+        _shut_down_clusters(server)
         process.terminate()
         try:
             process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _shut_down_clusters(server: Lab) -> None:
+    """Every cluster still listed, shut down at once: each stop takes seconds of waiting for
+    its processes to end, and none needs another's to be over."""
+    try:
+        _, clusters = server.api("GET", "eugo/clusters")
+    except OSError:
+        return
+    ids = [c["id"] for c in clusters] if isinstance(clusters, list) else []
+
+    def shut_down(cluster_id: str) -> None:
+        with contextlib.suppress(OSError):
+            server.api("DELETE", f"eugo/clusters/{cluster_id}")
+
+    with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
+        list(pool.map(shut_down, ids))
+
+
+@contextlib.contextmanager
+def meanwhile(manager: contextlib.AbstractContextManager[T]) -> Iterator[Callable[[], T]]:
+    """Enter ``manager`` in a thread while the caller goes on (a second thing to start that
+    takes seconds and does not need the first); yields a function that waits for the entry and
+    returns its value. On leaving, the entry is waited for and ``manager`` exited; an entry
+    that failed raises then, if nothing called the function."""
+    stack = contextlib.ExitStack()
+    pool = ThreadPoolExecutor(max_workers=1)
+    entered = pool.submit(stack.enter_context, manager)
+    try:
+        yield entered.result
+    finally:
+        pool.shutdown(wait=True)
+        stack.close()
+    entered.result()
 
 
 @pytest.fixture(scope="module")

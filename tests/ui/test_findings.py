@@ -11,12 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fixtures.waiting import until
 from tests.ui.conftest import Lab
 from tests.ui.pages import CLUSTER_TIMEOUT_MS, open_sidebar
 
@@ -51,23 +51,30 @@ print(json.dumps(run.report().findings))
 """
 
 
-def _running_cluster(lab: Lab) -> dict[str, Any]:
+@pytest.fixture
+def launched(lab: Lab) -> dict[str, Any]:
+    """A cluster launched from the manager, asked for before the page loads (it starts while
+    the page does)."""
     body = {"kind": "local", "name": "findings", "head": {"num_cpus": 2, "num_gpus": 0}}
     status, model = lab.api("POST", "eugo/clusters", body)
     assert status == 201, model
-    deadline = time.monotonic() + CLUSTER_TIMEOUT_MS / 1000  # bounds a broken launch only
-    while model["status"] != "running":
+    return dict(model)
+
+
+def _running(lab: Lab, launched: dict[str, Any]) -> dict[str, Any]:
+    def running() -> dict[str, Any] | None:
+        _, model = lab.api("GET", f"eugo/clusters/{launched['id']}")
         assert model["status"] in ("starting", "running"), model.get("error")
-        assert time.monotonic() < deadline, model
-        time.sleep(1)
-        _, model = lab.api("GET", f"eugo/clusters/{model['id']}")
-    return model
+        return dict(model) if model["status"] == "running" else None
+
+    # The deadline bounds a broken launch only.
+    return until(running, "the cluster to run", deadline_s=CLUSTER_TIMEOUT_MS / 1000)
 
 
 def test_profiled_runs_findings_show_on_the_card_after_the_kernel_exits(
-    page: Any, lab: Lab, artifacts: Path
+    launched: dict[str, Any], page: Any, lab: Lab, artifacts: Path
 ) -> None:
-    cluster = _running_cluster(lab)
+    cluster = _running(lab, launched)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(
         JUPYTER_RUNTIME_DIR=str(lab.log.parent / "runtime"),  # the lab's own runtime folder

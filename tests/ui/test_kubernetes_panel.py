@@ -17,25 +17,33 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
-from tests.ui.conftest import Lab, running_lab
+from tests.ui.conftest import Lab, meanwhile, running_lab
 from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
 
 pytestmark = pytest.mark.ui
 
 
 @pytest.fixture(scope="module")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """The mock API server (none can run here) with a real Ray head behind its head pod."""
-    with kube_api(tmp_path_factory.mktemp("kube")) as running, ray_head_behind(running):
-        yield running
+def kube_and_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Lab]]:
+    """The mock API server (none can run here) with a real Ray head behind its head pod, and a
+    JupyterLab that talks to it. The head starts while JupyterLab does (the lab needs only the
+    API's kubeconfig); the lab stops first, then the head, then the API."""
+    with kube_api(tmp_path_factory.mktemp("kube")) as running:
+        env = {"KUBECONFIG": str(running.kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
+        root = tmp_path_factory.mktemp("lab")
+        with meanwhile(ray_head_behind(running)) as head, running_lab(root, None, env) as server:
+            head()
+            yield running, server
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, kube: Running) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("lab")
-    env = {"KUBECONFIG": str(kube.kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
-    with running_lab(root, None, env) as server:
-        yield server
+def kube(kube_and_lab: tuple[Running, Lab]) -> Running:
+    return kube_and_lab[0]
+
+
+@pytest.fixture(scope="module")
+def lab(kube_and_lab: tuple[Running, Lab]) -> Lab:
+    return kube_and_lab[1]
 
 
 def test_pick_kubernetes_preview_launch_and_shut_down(

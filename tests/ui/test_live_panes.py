@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -271,19 +272,23 @@ def test_panes_follow_when_the_cluster_stops_and_another_is_active(
     stream, progress = pane(page, "tasks"), pane(page, "progress")
     status_line(stream).filter(has_text=re.compile(r"^live-a · ")).wait_for()
 
-    status, _ = lab.api("DELETE", f"eugo/clusters/{cluster['id']}")
-    assert status in (200, 204)
-    # Stopped: one line says so, no chart of the old cluster, no pile of errors.
-    for widget in (stream, progress):
-        line = status_line(widget).filter(
-            has_text=re.compile(r"^live-a is (no longer active|stopping|stopped)")
-        )
-        line.wait_for(timeout=CLUSTER_TIMEOUT_MS)
-        assert widget.locator(".eugo-Live-body").count() == 0
-        assert widget.locator(".eugo-Live-status").count() == 1
-    stream.screenshot(path=str(artifacts / "live-task-stream-no-cluster.png"))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The stop takes seconds (its processes end): the panes are read and the next cluster
+        # launched meanwhile, as a user goes on while the card says "stopping".
+        stopped = pool.submit(lab.api, "DELETE", f"eugo/clusters/{cluster['id']}")
+        # Stopped: one line says so, no chart of the old cluster, no pile of errors.
+        for widget in (stream, progress):
+            line = status_line(widget).filter(
+                has_text=re.compile(r"^live-a is (no longer active|stopping|stopped)")
+            )
+            line.wait_for(timeout=CLUSTER_TIMEOUT_MS)
+            assert widget.locator(".eugo-Live-body").count() == 0
+            assert widget.locator(".eugo-Live-status").count() == 1
+        stream.screenshot(path=str(artifacts / "live-task-stream-no-cluster.png"))
 
-    launch(lab, "live-b")
+        launch(lab, "live-b")
+        status, _ = stopped.result()
+    assert status in (200, 204)
     open_sidebar(page)
     run_at = make_active(lab, page, "live-b")
     for widget in (stream, progress):

@@ -17,7 +17,7 @@ import pytest
 
 from eugo_jupyter.server.backends import ray_start
 from tests.testbed import TestBed, available, left_on_hosts
-from tests.ui.conftest import Lab
+from tests.ui.conftest import Lab, meanwhile, running_lab
 from tests.ui.pages import (
     CLUSTER_TIMEOUT_MS,
     SIDEBAR,
@@ -31,9 +31,21 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 
 @pytest.fixture(scope="module")
-def bed() -> Iterator[TestBed]:
-    with TestBed(2) as testbed:
-        yield testbed
+def bed_and_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestBed, Lab]]:
+    """The test bed, built while JupyterLab starts (neither needs the other); the lab stops
+    first, its clusters with it, then the bed."""
+    with meanwhile(TestBed(2)) as bed, running_lab(tmp_path_factory.mktemp("lab")) as server:
+        yield bed(), server
+
+
+@pytest.fixture(scope="module")
+def bed(bed_and_lab: tuple[TestBed, Lab]) -> TestBed:
+    return bed_and_lab[0]
+
+
+@pytest.fixture(scope="module")
+def lab(bed_and_lab: tuple[TestBed, Lab]) -> Lab:
+    return bed_and_lab[1]
 
 
 def test_launch_on_ssh_hosts_shows_each_host_and_its_node_then_shuts_down(

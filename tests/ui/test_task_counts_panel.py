@@ -45,13 +45,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield server
 
 
-def test_counts_read_as_at_least_once_ray_let_records_go(
-    page: Any, lab: Lab, artifacts: Path
-) -> None:
+@pytest.fixture
+def launched(lab: Lab) -> dict[str, Any]:
+    """The cluster, asked for before the page loads (it starts while the page does)."""
     status, model = lab.api(
         "POST", "eugo/clusters", {"kind": "local", "name": "history", "head": {"num_cpus": 1}}
     )
     assert status == 201, model
+    return dict(model)
+
+
+def test_counts_read_as_at_least_once_ray_let_records_go(
+    launched: dict[str, Any], page: Any, lab: Lab, artifacts: Path
+) -> None:
+    model = launched
     panel = open_sidebar(page)
     card = panel.locator('.eugo-Card[aria-label="Cluster history"]')
     page.wait_for_selector(
