@@ -146,9 +146,13 @@ class Client:
         from kubernetes import client
         from kubernetes.stream import portforward
 
-        core = client.CoreV1Api(self.api())
+        configuration = self.api().configuration
 
         def open_stream(port: int) -> Any:
+            # An ApiClient of its own: the client library's stream swaps its client's call_api
+            # while it opens, so a call of another thread on a shared client (the server's reads
+            # go on meanwhile) went out as a port-forward ("Missing required parameter `ports`").
+            core = client.CoreV1Api(client.ApiClient(configuration))
             return portforward(
                 core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
             )
