@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +37,10 @@ def _own(models: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 @pytest.fixture
-def manager() -> Iterator[ClusterManager]:
+def manager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ClusterManager]:
+    """A manager with a runtime folder of its own: a record another test left behind (a
+    cluster it could not stop) is not listed here as one of this manager's."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
     yield ClusterManager(profiles=[PROFILE])
 
 
