@@ -248,6 +248,11 @@ def _kill_groups(pgids: list[int], sig: int = signal.SIGKILL) -> None:
             continue
 
 
+def _wait_gone(ours: set[tuple[int, int]], deadline: float) -> None:
+    while time.monotonic() < deadline and _alive(ours):
+        time.sleep(0.05)
+
+
 def stop_tree(pids: set[int], timeout: float = 10.0) -> list[int]:
     """Kill ``pids`` and every process under them, for processes whose work is worth nothing
     (a node whose start failed); returns the pids still alive after ``timeout`` seconds.
@@ -270,19 +275,12 @@ def stop_tree(pids: set[int], timeout: float = 10.0) -> list[int]:
         _signal(new, signal.SIGSTOP)
         ours |= new
     _signal(ours, signal.SIGKILL)
-    deadline = time.monotonic() + timeout
-    while _alive(ours) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _wait_gone(ours, time.monotonic() + timeout)
     return sorted(pid for pid, _ in _alive(ours))
 
 
 def _is_gcs(pid: int) -> bool:
     return os.path.basename(cmdline(pid).split(" ", 1)[0]) == "gcs_server"
-
-
-def _wait_gone(ours: set[tuple[int, int]], deadline: float) -> None:
-    while time.monotonic() < deadline and _alive(ours):
-        time.sleep(0.05)
 
 
 def stop(pgids: list[int], temp_dir: str, timeout: float = 30.0) -> list[int]:
