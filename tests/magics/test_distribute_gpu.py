@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.waiting import until
+
 pytestmark = pytest.mark.usefixtures("gpu_cluster")
 
 
@@ -54,5 +56,7 @@ def test_no_block_submits_anyway_and_warns(shell: Any, run: Any) -> None:
     fut = shell.user_ns["waiting_fut"]
     done, pending = hpc.wait([fut], timeout=1)
     assert pending == [fut]
-    assert any(w.infeasible for w in hpc.waiting()) or True
+    # The waiting list names it as never running, with the largest node, as the card does.
+    never = until(lambda: [w for w in hpc.waiting() if w.infeasible], "the waiting GPU request")
+    assert "2 GPU" in never[0].reason and "1 GPU" in never[0].reason, never[0].reason
     hpc.cancel(fut, force=True)

@@ -50,6 +50,9 @@ PER_CALL = _limit("EUGO_OUTPUT_PER_CALL", 200)
 PER_CELL = _limit("EUGO_OUTPUT_PER_CELL", 1000)
 #: How often the kernel collects lines while nothing waits for them (seconds).
 POLL = 0.25
+#: How long one take from the hub may wait on its cluster (seconds), and the slices it waits in:
+#: between slices the pump sees that the cluster was let go of, and leaves Ray alone.
+TAKE_S, TAKE_SLICE_S = 10.0, 0.1
 #: Calls whose lines the kernel remembers for ``logs(fut)`` (the oldest are let go).
 KEEP_CALLS = 100_000
 
@@ -211,9 +214,17 @@ class Router:
                 hub = self.hub
                 if hub is None or not ray.is_initialized():
                     return
-            # Outside the lock: on a cluster that just died this waits (up to 10 s), and letting
-            # go of that cluster (disconnect, then Ray's shutdown) must not wait for it.
-            batches, finished = ray.get(hub.take.remote(), timeout=10)
+            # Outside the lock: on a cluster that just died this waits (up to TAKE_S), in slices,
+            # so that letting go of that cluster (disconnect, then Ray's shutdown) waits one
+            # slice at most, and Ray never shuts down under a thread waiting in it.
+            take = hub.take.remote()
+            deadline = time.monotonic() + TAKE_S
+            while not ray.wait([take], timeout=TAKE_SLICE_S)[0]:
+                if self.hub is not hub:
+                    return  # let go of meanwhile: its answer is dropped
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the output hub did not answer")  # the loop goes on
+            batches, finished = ray.get(take)
             with self.lock:
                 if self.hub is not hub:
                     return  # let go of meanwhile: these calls' cells are gone with it
@@ -286,10 +297,16 @@ class Router:
 
     def disconnect(self) -> None:
         """Called before Ray shuts down: once this returns, the pump leaves Ray alone until
-        the next connection makes a new hub."""
+        the next connection makes a new hub.
+
+        A take in flight is waited for: it sees the change within one slice. Ray's shutdown
+        while another thread waits in Ray can crash the process (ray-project/ray#31145).
+        """
         with self.lock:
             self.hub = None
             self.cluster = ""
+        if self.pumping.acquire(timeout=TAKE_S):
+            self.pumping.release()
 
     def text_of(self, ref: Any) -> str | None:
         with self.lock:
