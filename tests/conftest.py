@@ -1,10 +1,11 @@
 """Shared fixtures: real Ray clusters on this machine, isolated Jupyter runtime folders.
 
-Clusters are module-scoped: a module that needs Ray asks for ``ray_local`` (one node, 2 CPUs)
-or ``gpu_cluster`` (a head without GPU plus a worker node that *declares* one GPU; declared
+Connections are module-scoped: a module that needs Ray asks for ``ray_local`` (one node, 2
+CPUs) or ``gpu_cluster`` (a head without GPU plus a worker node that *declares* one GPU; declared
 resources are scheduling bookkeeping only, no GPU exists here). Only one Ray connection can be
-open per process, so each fixture shuts down what it started; ``ray_local`` hands its Ray on
-instead when the next module asks for ``ray_local`` too.
+open per process, so each fixture lets go of what it connected to; ``ray_local`` hands its Ray
+on instead when the next module asks for ``ray_local`` too. ``gpu_cluster``'s nodes start once
+per run and stay up for every module that asks for them.
 """
 
 from __future__ import annotations
@@ -143,12 +144,26 @@ def two_node_cluster(
 
     Yields ``(cluster, worker_node)`` (``ray.cluster_utils.Cluster``, so tests can remove the node).
     """
-    from ray.cluster_utils import Cluster
-
     import eugo_jupyter as eugo
-    from eugo_jupyter.hpc._session import use_token_auth
 
     _shutdown()
+    with _two_nodes(worker_cpus, worker_gpus, head_cpus) as (cluster, worker):
+        try:
+            eugo.hpc.init(address=cluster.address)
+            yield cluster, worker
+        finally:
+            _shutdown()
+
+
+@contextlib.contextmanager
+def _two_nodes(
+    worker_cpus: float, worker_gpus: float, head_cpus: float
+) -> Iterator[tuple[Any, Any]]:
+    """The nodes of :func:`two_node_cluster`, started but not connected to."""
+    from ray.cluster_utils import Cluster
+
+    from eugo_jupyter.hpc._session import use_token_auth
+
     # Start the nodes in the auth mode a kernel connects with (as `ray start` does when this
     # account has a Ray token): a driver sending tokens to nodes that expect none sees its own
     # objects' owner "die".
@@ -158,19 +173,41 @@ def two_node_cluster(
     try:
         worker = _node_started(lambda: cluster.add_node(num_cpus=worker_cpus, num_gpus=worker_gpus))
         cluster.wait_for_nodes()
-        eugo.hpc.init(address=cluster.address)
         yield cluster, worker
     finally:
-        _shutdown()
         cluster.shutdown()
+
+
+# The nodes behind ``gpu_cluster``, started by the first module that asks for them and stopped
+# after the last (a start costs 30-40 s of these two busy cores): the run's items, in order.
+_gpu_nodes = contextlib.ExitStack()
+_gpu_held: dict[str, Any] = {}  # "cluster": those nodes, while they run
+_items: dict[str, int] = {}
+_last_gpu_user = -1
 
 
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[object]:
     """A two-node cluster on this machine: head (2 CPUs, no GPU) + worker (4 CPUs, 1 declared
-    GPU)."""
-    with two_node_cluster(worker_cpus=4, worker_gpus=1) as (cluster, _):
-        yield cluster
+    GPU), connected through eugo.hpc for the module (a module's tasks and actors end with its
+    connection, as a notebook's do with its kernel)."""
+    import eugo_jupyter as eugo
+
+    _kept.clear()
+    _shutdown()
+    nodes = _gpu_held.get("cluster")
+    if nodes is None:
+        nodes, _ = _gpu_nodes.enter_context(_two_nodes(worker_cpus=4, worker_gpus=1, head_cpus=2))
+        _gpu_held["cluster"] = nodes
+    try:
+        eugo.hpc.init(address=nodes.address)
+        yield nodes
+    finally:
+        _shutdown()
+        following = _next.get("item")
+        if following is None or _items.get(following.nodeid, -1) > _last_gpu_user:
+            _gpu_held.clear()
+            _gpu_nodes.close()  # no later test asks for them: other tests must not find them
 
 
 # -- tests marked ``gpu`` need a real NVIDIA GPU: skipped, with the reason, without one (here, so
@@ -193,6 +230,24 @@ def _no_gpu_reason() -> str | None:
             "run scripts/gpu_checks.sh on a GPU machine"
         )
     return None
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what does not run
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _last_gpu_user
+    _items.clear()
+    _items.update((item.nodeid, i) for i, item in enumerate(session.items))
+    users = [
+        i
+        for i, item in enumerate(session.items)
+        if "gpu_cluster" in getattr(item, "fixturenames", ())
+    ]
+    _last_gpu_user = max(users, default=-1)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _gpu_held.clear()
+    _gpu_nodes.close()  # a run stopped early (-x, Ctrl-C) leaves no nodes behind
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
