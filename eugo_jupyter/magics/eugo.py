@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -15,7 +14,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..exceptions import ClusterError, EugoError
 from ..hpc._internal import connection, probe
-from .flags import RESOURCE_KEYS, options_from, parse, resource_flags
+from .flags import check_line_flags, options_from, parse, resource_flags
 from .tracebacks import short
 
 __all__ = ["EugoLineMagics"]
@@ -51,24 +50,9 @@ class EugoLineMagics(Magics):
         """
         __tracebackhide__ = True
         args = parse(self.eugo, line, USAGE)
-        command = args.command
-        if command not in COMMANDS:
-            close = difflib.get_close_matches(command, COMMANDS, n=1)
-            hint = f" Did you mean %eugo {close[0]}?" if close else ""
-            raise UsageError(f"%eugo has no command {command!r}.{hint} {USAGE}")
-        if command == "connect" and not args.address:
-            raise UsageError("%eugo connect needs an address: %eugo connect 10.0.0.5:6379.")
-        if command == "optimize" and not args.address:
-            raise UsageError("%eugo optimize needs on or off: %eugo optimize on.")
-        if command not in ("connect", "optimize") and args.address:
-            raise UsageError(f"%eugo {command} takes no address ({args.address!r}). {USAGE}")
-        flags = any(getattr(args, k) is not None for k in (*RESOURCE_KEYS, "options"))
-        if flags and command not in ("options", "check"):
-            raise UsageError(
-                f"Resource flags go with %eugo options or %eugo check, not %eugo {command}."
-            )
+        check_line_flags(args, COMMANDS, USAGE)
         try:
-            return getattr(self, f"_{command}")(args)
+            return getattr(self, f"_{args.command}")(args)
         except EugoError as exc:
             raise short(exc) from None
 

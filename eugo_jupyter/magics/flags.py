@@ -27,6 +27,7 @@ __all__ = [
     "CELL_FLAGS",
     "cell_flags",
     "check_cell_flags",
+    "check_line_flags",
     "check_timeout",
     "optimize_word",
     "options_from",
@@ -155,6 +156,28 @@ def check_cell_flags(args: Any) -> None:
             "eugo.hpc.get(fut, timeout=S)."
         )
     check_timeout(args.timeout)
+
+
+def check_line_flags(args: Any, commands: tuple[str, ...], usage: str) -> None:
+    """``%eugo COMMAND [ADDRESS]``: a known command (or the closest one named), an address
+    for ``connect`` and a word for ``optimize`` only, resource flags for ``options`` and
+    ``check`` only."""
+    command = args.command
+    if command not in commands:
+        close = difflib.get_close_matches(command, commands, n=1)
+        hint = f" Did you mean %eugo {close[0]}?" if close else ""
+        raise UsageError(f"%eugo has no command {command!r}.{hint} {usage}")
+    if command == "connect" and not args.address:
+        raise UsageError("%eugo connect needs an address: %eugo connect 10.0.0.5:6379.")
+    if command == "optimize" and not args.address:
+        raise UsageError("%eugo optimize needs on or off: %eugo optimize on.")
+    if command not in ("connect", "optimize") and args.address:
+        raise UsageError(f"%eugo {command} takes no address ({args.address!r}). {usage}")
+    flags = any(getattr(args, k) is not None for k in (*RESOURCE_KEYS, "options"))
+    if flags and command not in ("options", "check"):
+        raise UsageError(
+            f"Resource flags go with %eugo options or %eugo check, not %eugo {command}."
+        )
 
 
 def optimize_word(word: str, where: str) -> bool | str:
