@@ -22,10 +22,11 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import TypeGuard
 
 __all__ = [
     "arguments", "cgroup_memory_limit", "cluster_processes", "cmdline", "descendants",
-    "environment", "group_members", "holders", "owned_groups", "pids", "session_id",
+    "environment", "group_members", "holders", "is_gcs", "owned_groups", "pids", "session_id",
     "socket_holders", "start_time", "stop", "stop_tree", "table", "tcp_sockets",
 ]  # fmt: skip
 
@@ -279,8 +280,9 @@ def stop_tree(pids: set[int], timeout: float = 10.0) -> list[int]:
     return sorted(pid for pid, _ in _alive(ours))
 
 
-def _is_gcs(pid: int) -> bool:
-    return os.path.basename(cmdline(pid).split(" ", 1)[0]) == "gcs_server"
+def is_gcs(args: list[str] | None) -> TypeGuard[list[str]]:
+    """Whether a process's argument list (:func:`arguments`) is a Ray head's GCS."""
+    return args is not None and len(args) > 0 and os.path.basename(args[0]) == "gcs_server"
 
 
 def stop(pgids: list[int], temp_dir: str, timeout: float = 30.0) -> list[int]:
@@ -297,7 +299,7 @@ def stop(pgids: list[int], temp_dir: str, timeout: float = 30.0) -> list[int]:
     """
     groups = owned_groups(pgids, temp_dir)
     ours = cluster_processes(pgids, temp_dir)
-    gcs = {(pid, started) for pid, started in ours if _is_gcs(pid)}
+    gcs = {(pid, started) for pid, started in ours if is_gcs(arguments(pid, own=False))}
     _signal(gcs, signal.SIGKILL)
     _wait_gone(gcs, time.monotonic() + 2.0)
     _signal(ours, signal.SIGKILL)

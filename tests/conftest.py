@@ -237,11 +237,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     global _last_gpu_user
     _items.clear()
     _items.update((item.nodeid, i) for i, item in enumerate(session.items))
-    users = [
-        i
-        for i, item in enumerate(session.items)
-        if "gpu_cluster" in getattr(item, "fixturenames", ())
-    ]
+    users = [i for i, item in enumerate(session.items) if _uses_gpu_nodes(item)]
     _last_gpu_user = max(users, default=-1)
 
 
@@ -250,7 +246,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _gpu_nodes.close()  # a run stopped early (-x, Ctrl-C) leaves no nodes behind
 
 
+def _uses_gpu_nodes(item: pytest.Item) -> bool:
+    return "gpu_cluster" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The modules that use gpu_cluster run one after another, where the first of them is, so
+    # that its nodes start once and are not left idle while other modules run.
+    modules = {item.module for item in items if _uses_gpu_nodes(item)}  # type: ignore[attr-defined]
+    if modules:
+        grouped = [item for item in items if getattr(item, "module", None) in modules]
+        first = items.index(grouped[0])
+        rest = [item for item in items if getattr(item, "module", None) not in modules]
+        items[:] = rest[:first] + grouped + rest[first:]
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return

@@ -98,7 +98,7 @@ def scan() -> list[Found]:
     heads: list[tuple[int, Found]] = []
     for pid in processes.pids():
         args = processes.arguments(pid)
-        if not args or not args[0].endswith("/gcs_server"):
+        if not processes.is_gcs(args):
             continue
         session_dir = _option(args, "--session-dir", "--session_dir")
         ip = _option(args, "--node-ip-address", "--node_ip_address")
