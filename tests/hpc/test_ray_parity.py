@@ -14,8 +14,6 @@ import contextlib
 import io
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -24,7 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import ray
@@ -46,6 +44,7 @@ from ray.util.scheduling_strategies import (
 import eugo_jupyter as eugo
 from eugo_jupyter.exceptions import GetTimeoutError as EugoGetTimeoutError
 from eugo_jupyter.exceptions import InfeasibleRequestWarning, OptionsError, SerializationError
+from tests.fixtures.programs import Program
 from tests.fixtures.waiting import until
 
 
@@ -761,58 +760,33 @@ ray.shutdown()
 """
 
 
-@dataclass
-class Reinit:
-    """One run of REINIT in a process of its own; its output goes to files (nothing waits on a
-    pipe while the other run goes on)."""
-
-    temp: str
-    out: IO[bytes]
-    err: IO[bytes]
-    process: subprocess.Popen[bytes]
-
-    def result(self) -> tuple[int, str, str]:
-        """Its exit status, stdout and stderr, once it ended."""
-        code = self.process.wait(timeout=300)
-        self.out.seek(0)
-        self.err.seek(0)
-        out, err = self.out.read(), self.err.read()
-        return code, out.decode(errors="replace"), err.decode(errors="replace")
-
-
 @pytest.fixture(scope="module")
-def reinit_runs() -> Iterator[dict[str, Reinit]]:
+def reinit_runs() -> Iterator[dict[str, Program]]:
     """Both programs of the test below, started together: each is a process of its own that
     waits on its own Rays' starts, so the two overlap on this machine's two cores."""
-    runs = {}
+    runs: dict[str, tuple[Program, str]] = {}
     for first in ("eugo", "ray"):
         temp = tempfile.mkdtemp(prefix="eugo-parity-")
         start = (
             f"ray.init(address='local', num_cpus=1, include_dashboard=False, _temp_dir={temp!r})"
         )
         script = textwrap.dedent(REINIT.format(first=start if first == "ray" else "", temp=temp))
-        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
-        process = subprocess.Popen([sys.executable, "-c", script], stdout=out, stderr=err)
-        runs[first] = Reinit(temp, out, err, process)
-    yield runs
-    for run in runs.values():
-        if run.process.poll() is None:
-            run.process.kill()
-        run.process.wait()
-        run.out.close()
-        run.err.close()
-        shutil.rmtree(run.temp, ignore_errors=True)
+        runs[first] = Program(script), temp
+    yield {first: program for first, (program, _) in runs.items()}
+    for program, temp in runs.values():
+        program.stop()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.mark.parametrize("first", ["eugo", "ray"])
 def test_ray_shutdown_then_init_again_goes_on_on_the_new_ray(
-    first: str, reinit_runs: dict[str, Reinit]
+    first: str, reinit_runs: dict[str, Program]
 ) -> None:
     """The documented way to change a job's environment; eugo follows Ray to its new start
     (a process of its own, so the module's Ray is not disturbed). The program's first Ray is
     eugo's embedded one, or one the program started itself with ``ray.init``. Its own Rays
     start with ``address="local"`` in a folder of the test's: never someone else's cluster."""
-    code, stdout, stderr = reinit_runs[first].result()
+    code, stdout, stderr = reinit_runs[first].ended()
     assert code == 0, stderr[-3000:]
     lines = [line for line in stdout.splitlines() if line.split(" ")[0] in (
         "first", "second", "address")]  # fmt: skip

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +15,7 @@ import pytest
 from eugo_jupyter import records
 from eugo_jupyter.exceptions import ClusterError
 from eugo_jupyter.hpc._target import resolve_address
+from tests.fixtures.programs import Program
 
 PROBE = """
 import json, warnings
@@ -35,36 +33,26 @@ print(json.dumps({"address": info.address, "source": info.source, "embedded": in
 
 class Fresh:
     """``code`` in a new process with no cluster address set, started now; :meth:`result` waits
-    for it. Its output goes to files: nothing waits on a pipe meanwhile."""
+    for it."""
 
     def __init__(self, code: str, runtime: Path, env: dict[str, str] | None = None) -> None:
         clean = {
             k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "EUGO_CLUSTER_ADDRESS")
         }
         clean.update(env or {}, JUPYTER_RUNTIME_DIR=str(runtime))
-        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=clean, stdout=self.out, stderr=self.err
-        )
+        self.program = Program(code, clean)
 
     def result(self) -> tuple[Any, str]:
         """Its last line's JSON, and what it wrote to stderr (the warnings)."""
         try:
-            code = self.process.wait(timeout=300)
-            self.out.seek(0)
-            self.err.seek(0)
-            stdout, stderr = self.out.read(), self.err.read()
+            code, stdout, stderr = self.program.ended()
         finally:
             self.stop()
         assert code == 0, stderr
         return json.loads(stdout.strip().splitlines()[-1]), stderr
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.out.close()
-        self.err.close()
+        self.program.stop()
 
 
 def _fresh(code: str, runtime: Path, env: dict[str, str] | None = None) -> tuple[Any, str]:
