@@ -76,6 +76,9 @@ class Launch:
             return
         while self.coming_up:
             observed = await self.observe()
+            if observed is None:  # the backend could not say: the card says why; ask again
+                await asyncio.sleep(self.manager.max_age)
+                continue
             if not self.coming_up:
                 break  # ended, or a shutdown began
             self.judge(observed)
@@ -102,8 +105,18 @@ class Launch:
         self.manager._save(self.cluster)
         return True
 
-    async def observe(self) -> Observed:
-        return await self.manager.observer.observe(self.cluster)
+    async def observe(self) -> Observed | None:
+        """What the backend sees; None when it could not say (a scheduler or Kubernetes API
+        that did not answer): the card says so, not final, and the next turn asks again."""
+        try:
+            return await self.manager.observer.observe(self.cluster)
+        except Exception as exc:  # noqa: BLE001 - any failure to ask becomes a sentence
+            if self.coming_up:
+                self.cluster.status = "error"
+                self.cluster.error = (
+                    f"Could not read the cluster's state just now: {error_text(exc)}"
+                )
+            return None
 
     def judge(self, observed: Observed) -> None:
         cluster = self.cluster

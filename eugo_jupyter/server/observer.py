@@ -123,7 +123,12 @@ class Observer:
         due = not cluster.read_at or time.monotonic() - cluster.observed_at >= self.max_age
         if owned and due:
             cluster.observed_at = time.monotonic()
-            await self.observe(cluster)
+            try:
+                await self.observe(cluster)
+            except Exception as exc:  # noqa: BLE001 - a scheduler or API that did not answer
+                cluster.read_at = time.monotonic()
+                cluster.error = f"Could not read the cluster's state just now: {error_text(exc)}"
+                return
             if cluster.status == "stopped":
                 return
         address = str(cluster.record["address"])

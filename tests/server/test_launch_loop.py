@@ -239,3 +239,41 @@ def test_a_refused_submit_is_the_requests_error_and_leaves_nothing() -> None:
         assert records.list_records() == []
 
     _run(scenario)
+
+
+def test_a_scheduler_that_does_not_answer_is_said_on_the_card_and_asked_again() -> None:
+    """While coming up and once running. Before, the launch's task ended on the exception
+    (never retrieved: the card stayed "starting" for good, and nothing said why), and a running
+    cluster's poll raised it."""
+    fake = FakeBackend()
+
+    async def scenario() -> None:
+        manager = _manager(fake)
+        model = await manager.create(BODY)
+        head, worker = (j["id"] for j in model["fake"]["jobs"])
+        fake.refuse_state = "its controller is down"
+
+        async def said() -> dict[str, Any] | None:
+            m = await manager.get_cluster(model["id"])
+            return m if m is not None and m["status"] == "error" else None
+
+        m = await until_async(said, "the card saying so", deadline_s=10, every_s=0.005)
+        assert m["error"] == (
+            "Could not read the cluster's state just now: Fake did not answer "
+            "(state): its controller is down"
+        ), m["error"]
+        assert m["final_error"] is False
+        fake.refuse_state = None
+        fake.move(head, "running")
+        fake.move(worker, "running")
+        running = await manager.wait_until_running(model["id"], timeout=10)
+        assert running["error"] is None and len(running["nodes"]) == 2
+
+        fake.refuse_state = "its controller is down again"
+        m = await manager.get_cluster(model["id"], fresh=True)
+        assert m is not None and m["status"] == "running"
+        assert m["error"] is not None and "its controller is down again" in m["error"]
+        fake.refuse_state = None
+        await manager.delete(model["id"])
+
+    _run(scenario)
