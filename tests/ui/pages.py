@@ -35,6 +35,42 @@ def launch_from_form(panel: Any, name: str) -> Any:
     return card
 
 
+def kind_form(panel: Any, label: str, kind: str, fields: dict[str, str]) -> Any:
+    """Pick ``label`` in the form's kind switch and fill ``fields`` (label -> text)."""
+    panel.locator(".eugo-KindSwitch-option", has_text=label).click()
+    form = panel.locator(f'.eugo-BatchForm[data-kind="{kind}"]')
+    form.wait_for(state="visible")
+    fill(form, fields)
+    return form
+
+
+def fill(form: Any, fields: dict[str, str]) -> None:
+    """Type each text into the field of that label."""
+    for name, text in fields.items():
+        form.get_by_label(name, exact=True).fill(text)
+
+
+def preview(form: Any, script: str) -> tuple[str, str]:
+    """Press Preview: the text of the previewed ``script`` (as submitted), and the summary."""
+    form.get_by_role("button", name="Preview").click()
+    shown = form.locator(f'.eugo-Plan-text[data-script="{script}"]')
+    shown.wait_for(state="attached")
+    return str(shown.text_content()), str(form.locator(".eugo-Plan-summary").inner_text())
+
+
+def launch_until_running(page: Any, panel: Any, form: Any, name: str, tag: str) -> Any:
+    """Press Launch; the new card (tagged ``tag``) once it says running."""
+    form.get_by_role("button", name="Launch", exact=True).click()
+    card = panel.locator(f'.eugo-Card[aria-label="Cluster {name}"]')
+    card.wait_for()
+    assert card.locator(".eugo-Tag").first.inner_text() == tag
+    page.wait_for_selector(
+        f'{SIDEBAR} .eugo-Card[aria-label="Cluster {name}"][data-status="running"]',
+        timeout=CLUSTER_TIMEOUT_MS,
+    )
+    return card
+
+
 def shut_down_through_dialog(page: Any, card: Any, says: str) -> None:
     """Shut the card's cluster down as a user does: the button, a dialog that ``says`` what will
     happen, accept; returns once the card is gone."""

@@ -16,7 +16,13 @@ import pytest
 
 from tests.fixtures.gridengine import GridEngine, gridengine_cell, require_gridengine
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
+from tests.ui.pages import (
+    kind_form,
+    launch_until_running,
+    open_sidebar,
+    preview,
+    shut_down_through_dialog,
+)
 
 pytestmark = pytest.mark.ui
 
@@ -50,38 +56,22 @@ def test_pick_grid_engine_preview_launch_and_shut_down(
     panel = open_sidebar(page)
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
-    options.filter(has_text="Grid Engine").click()
-    form = panel.locator('.eugo-BatchForm[data-kind="gridengine"]')
-    form.wait_for(state="visible")
-    form.get_by_label("Cluster name", exact=True).fill("ui-sge")
-    form.get_by_label("Queue", exact=True).fill("all.q")
-    form.get_by_label("Wall time", exact=True).fill("00:15:00")
-    form.get_by_label("Nodes", exact=True).fill("1")
-    form.get_by_label("Memory per node", exact=True).fill("512MiB")
-
-    form.get_by_role("button", name="Preview").click()
-    script = form.locator('.eugo-Plan-text[data-script="head"]')
-    script.wait_for()
-    lines = script.inner_text().splitlines()
+    form = kind_form(panel, "Grid Engine", "gridengine", {
+        "Cluster name": "ui-sge", "Queue": "all.q", "Wall time": "00:15:00", "Nodes": "1",
+        "Memory per node": "512MiB",
+    })  # fmt: skip
+    text, summary = preview(form, "head")
+    lines = text.splitlines()
     assert "#$ -l h_rt=00:15:00" in lines and "#$ -q all.q" in lines
     assert "#$ -l mem_job=512M" in lines  # the configured consumable, never h_vmem
-    summary = form.locator(".eugo-Plan-summary").inner_text()
     assert summary.startswith("1 Grid Engine job of 1 node")
     assert _queued(cell) == ""  # the preview submitted nothing
     panel.screenshot(path=str(artifacts / "panel-gridengine-preview.png"))
 
-    form.get_by_role("button", name="Launch", exact=True).click()
-    card = panel.locator('.eugo-Card[aria-label="Cluster ui-sge"]')
-    card.wait_for()
-    assert card.locator(".eugo-Tag").first.inner_text() == "gridengine"
+    card = launch_until_running(page, panel, form, "ui-sge", "gridengine")
     assert card.locator(".eugo-Card-jobs summary").inner_text().startswith("Grid Engine jobs")
     job = card.locator(".eugo-Jobs tbody tr").first
-    job.wait_for()
     assert job.locator("td").nth(1).inner_text() == "head"
-    page.wait_for_selector(
-        f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-sge"][data-status="running"]',
-        timeout=CLUSTER_TIMEOUT_MS,
-    )
     assert job.get_attribute("data-state") == "r"
     assert job.locator("td").nth(3).inner_text() == cell.host
     panel.screenshot(path=str(artifacts / "panel-gridengine-running.png"))

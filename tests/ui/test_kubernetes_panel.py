@@ -18,7 +18,13 @@ import pytest
 
 from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
 from tests.ui.conftest import Lab, meanwhile, running_lab
-from tests.ui.pages import CLUSTER_TIMEOUT_MS, SIDEBAR, open_sidebar, shut_down_through_dialog
+from tests.ui.pages import (
+    kind_form,
+    launch_until_running,
+    open_sidebar,
+    preview,
+    shut_down_through_dialog,
+)
 
 pytestmark = pytest.mark.ui
 
@@ -52,32 +58,17 @@ def test_pick_kubernetes_preview_launch_and_shut_down(
     panel = open_sidebar(page)
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
-    options.filter(has_text="Kubernetes").click()
-    form = panel.locator('.eugo-BatchForm[data-kind="kubernetes"]')
-    form.wait_for(state="visible")
-    form.get_by_label("Cluster name", exact=True).fill("ui k8s")
-    form.get_by_label("Namespace", exact=True).fill("team-a")
-    form.get_by_label("Workers", exact=True).fill("0")
-
-    form.get_by_role("button", name="Preview").click()
-    manifest = form.locator('.eugo-Plan-text[data-script="eugo-ui-k8s.yaml"]')
-    manifest.wait_for(state="attached")
-    text = manifest.text_content()
+    form = kind_form(panel, "Kubernetes", "kubernetes", {
+        "Cluster name": "ui k8s", "Namespace": "team-a", "Workers": "0",
+    })  # fmt: skip
+    text, summary = preview(form, "eugo-ui-k8s.yaml")
     assert "kind: RayCluster" in text and "namespace: team-a" in text
     assert "replicas: 0" in text and "secretName: eugo-ui-k8s-ray-token" in text
-    summary = form.locator(".eugo-Plan-summary").inner_text()
     assert summary.startswith("A RayCluster eugo-ui-k8s in namespace team-a (image rayproject/ray:")
     assert kube.call(kube.api.names, "rayclusters") == []  # the preview created nothing
     panel.screenshot(path=str(artifacts / "panel-kubernetes-preview.png"))
 
-    form.get_by_role("button", name="Launch", exact=True).click()
-    card = panel.locator('.eugo-Card[aria-label="Cluster ui k8s"]')
-    card.wait_for()
-    assert card.locator(".eugo-Tag").first.inner_text() == "kubernetes"
-    page.wait_for_selector(
-        f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui k8s"][data-status="running"]',
-        timeout=CLUSTER_TIMEOUT_MS,
-    )
+    card = launch_until_running(page, panel, form, "ui k8s", "kubernetes")
     assert card.locator(".eugo-Card-jobs summary").inner_text().startswith("Kubernetes pods")
     pods = card.locator(".eugo-Jobs tbody tr")
     assert pods.count() == 1  # Workers 0: the head pod only

@@ -16,9 +16,11 @@ import pytest
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
 from tests.ui.conftest import Lab, running_lab
 from tests.ui.pages import (
-    CLUSTER_TIMEOUT_MS,
-    SIDEBAR,
+    fill,
+    kind_form,
+    launch_until_running,
     open_sidebar,
+    preview,
     shut_down_through_dialog,
 )
 
@@ -63,44 +65,26 @@ def test_pick_slurm_preview_launch_and_shut_down(
     page: Any, lab: Lab, slurm: Slurm, artifacts: Path
 ) -> None:
     panel = open_sidebar(page)
-    panel.locator(".eugo-KindSwitch-option", has_text="SLURM").click()
-    form = panel.locator('.eugo-BatchForm[data-kind="slurm"]')
-    form.wait_for(state="visible")
+    form = kind_form(panel, "SLURM", "slurm", {})
     # The administrator's profile is offered; picking it fixes the partition.
     form.get_by_label("Profile", exact=True).select_option("debug, 1 node")
     assert form.get_by_label("Partition", exact=True).input_value() == "debug"
     assert form.get_by_label("Partition", exact=True).is_disabled()
     form.get_by_label("Profile", exact=True).select_option("")
-    form.get_by_label("Cluster name", exact=True).fill("ui-slurm")
-    form.get_by_label("Partition", exact=True).fill("debug")
-    form.get_by_label("Wall time", exact=True).fill("00:15:00")
-    form.get_by_label("Nodes", exact=True).fill("1")
-
-    form.get_by_role("button", name="Preview").click()
-    script = form.locator('.eugo-Plan-text[data-script="head"]')
-    script.wait_for()
-    text = script.inner_text()
+    fill(form, {"Cluster name": "ui-slurm", "Partition": "debug", "Wall time": "00:15:00",
+                "Nodes": "1"})  # fmt: skip
+    text, summary = preview(form, "head")
     assert "#SBATCH --time=00:15:00" in text and "#SBATCH --partition=debug" in text
     assert "start --head --block" in text
-    assert form.locator(".eugo-Plan-summary").inner_text().startswith("1 SLURM job of 1 node")
+    assert summary.startswith("1 SLURM job of 1 node")
     assert _queued(slurm) == ""  # the preview submitted nothing
     panel.screenshot(path=str(artifacts / "panel-slurm-preview.png"))
 
-    form.get_by_role("button", name="Launch", exact=True).click()
-    card = panel.locator('.eugo-Card[aria-label="Cluster ui-slurm"]')
-    card.wait_for()
-    assert card.locator(".eugo-Tag").first.inner_text() == "slurm"
+    card = launch_until_running(page, panel, form, "ui-slurm", "slurm")
     job = card.locator(".eugo-Jobs tbody tr").first
-    job.wait_for()
     assert job.locator("td").nth(1).inner_text() == "head"
-    page.wait_for_selector(
-        f'{SIDEBAR} .eugo-Card[aria-label="Cluster ui-slurm"][data-status="running"]',
-        timeout=CLUSTER_TIMEOUT_MS,
-    )
     assert job.get_attribute("data-state") == "RUNNING"
-    assert card.locator(".eugo-Jobs tbody tr").first.locator("td").nth(3).inner_text() in (
-        slurm.nodes
-    )
+    assert job.locator("td").nth(3).inner_text() in slurm.nodes
     panel.screenshot(path=str(artifacts / "panel-slurm-running.png"))
 
     shut_down_through_dialog(page, card, "SLURM jobs are cancelled")
