@@ -15,14 +15,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.gridengine import GridEngine, gridengine_cell, require_gridengine
+from tests.ui import pages
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.pages import (
-    kind_form,
-    launch_until_running,
-    open_sidebar,
-    preview,
-    shut_down_through_dialog,
-)
 
 pytestmark = pytest.mark.ui
 
@@ -53,14 +47,14 @@ def _queued(cell: GridEngine) -> str:
 def test_pick_grid_engine_preview_launch_and_shut_down(
     page: Any, lab: Lab, cell: GridEngine, artifacts: Path
 ) -> None:
-    panel = open_sidebar(page)
+    panel = pages.open_sidebar(page)
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
-    form = kind_form(panel, "Grid Engine", "gridengine", {
+    form = pages.kind_form(panel, "Grid Engine", "gridengine", {
         "Cluster name": "ui-sge", "Queue": "all.q", "Wall time": "00:15:00", "Nodes": "1",
         "Memory per node": "512MiB",
     })  # fmt: skip
-    text, summary = preview(form, "head")
+    text, summary = pages.preview(form, "head")
     lines = text.splitlines()
     assert "#$ -l h_rt=00:15:00" in lines and "#$ -q all.q" in lines
     assert "#$ -l mem_job=512M" in lines  # the configured consumable, never h_vmem
@@ -68,7 +62,7 @@ def test_pick_grid_engine_preview_launch_and_shut_down(
     assert _queued(cell) == ""  # the preview submitted nothing
     panel.screenshot(path=str(artifacts / "panel-gridengine-preview.png"))
 
-    card = launch_until_running(page, panel, form, "ui-sge", "gridengine")
+    card = pages.launch_until_running(page, panel, form, "ui-sge", "gridengine")
     assert card.locator(".eugo-Card-jobs summary").inner_text().startswith("Grid Engine jobs")
     job = card.locator(".eugo-Jobs tbody tr").first
     assert job.locator("td").nth(1).inner_text() == "head"
@@ -76,7 +70,7 @@ def test_pick_grid_engine_preview_launch_and_shut_down(
     assert job.locator("td").nth(3).inner_text() == cell.host
     panel.screenshot(path=str(artifacts / "panel-gridengine-running.png"))
 
-    shut_down_through_dialog(page, card, "Its Grid Engine jobs are cancelled (qdel)")
+    pages.shut_down_through_dialog(page, card, "Its Grid Engine jobs are cancelled (qdel)")
     assert _queued(cell) == ""
     _, clusters = lab.api("GET", "eugo/clusters")
     assert clusters == []

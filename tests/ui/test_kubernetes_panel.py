@@ -17,14 +17,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kube_api import Running, kube_api, ray_head_behind
+from tests.ui import pages
 from tests.ui.conftest import Lab, meanwhile, running_lab
-from tests.ui.pages import (
-    kind_form,
-    launch_until_running,
-    open_sidebar,
-    preview,
-    shut_down_through_dialog,
-)
 
 pytestmark = pytest.mark.ui
 
@@ -55,20 +49,20 @@ def lab(kube_and_lab: tuple[Running, Lab]) -> Lab:
 def test_pick_kubernetes_preview_launch_and_shut_down(
     page: Any, lab: Lab, kube: Running, artifacts: Path
 ) -> None:
-    panel = open_sidebar(page)
+    panel = pages.open_sidebar(page)
     options = panel.locator(".eugo-KindSwitch-option")
     assert options.all_inner_texts() == ["Local", "SLURM", "Grid Engine", "Kubernetes"]
-    form = kind_form(panel, "Kubernetes", "kubernetes", {
+    form = pages.kind_form(panel, "Kubernetes", "kubernetes", {
         "Cluster name": "ui k8s", "Namespace": "team-a", "Workers": "0",
     })  # fmt: skip
-    text, summary = preview(form, "eugo-ui-k8s.yaml")
+    text, summary = pages.preview(form, "eugo-ui-k8s.yaml")
     assert "kind: RayCluster" in text and "namespace: team-a" in text
     assert "replicas: 0" in text and "secretName: eugo-ui-k8s-ray-token" in text
     assert summary.startswith("A RayCluster eugo-ui-k8s in namespace team-a (image rayproject/ray:")
     assert kube.call(kube.api.names, "rayclusters") == []  # the preview created nothing
     panel.screenshot(path=str(artifacts / "panel-kubernetes-preview.png"))
 
-    card = launch_until_running(page, panel, form, "ui k8s", "kubernetes")
+    card = pages.launch_until_running(page, panel, form, "ui k8s", "kubernetes")
     assert card.locator(".eugo-Card-jobs summary").inner_text().startswith("Kubernetes pods")
     pods = card.locator(".eugo-Jobs tbody tr")
     assert pods.count() == 1  # Workers 0: the head pod only
@@ -76,7 +70,7 @@ def test_pick_kubernetes_preview_launch_and_shut_down(
     assert pods.first.get_attribute("data-state") == "Running"
     panel.screenshot(path=str(artifacts / "panel-kubernetes-running.png"))
 
-    shut_down_through_dialog(page, card, "Its RayCluster is deleted")
+    pages.shut_down_through_dialog(page, card, "Its RayCluster is deleted")
     assert kube.call(kube.api.names, "rayclusters") == []
     assert kube.call(kube.api.names, "pods") == []
     _, clusters = lab.api("GET", "eugo/clusters")

@@ -14,15 +14,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.slurm import Slurm, require_slurm, slurm_cluster
+from tests.ui import pages
 from tests.ui.conftest import Lab, running_lab
-from tests.ui.pages import (
-    fill,
-    kind_form,
-    launch_until_running,
-    open_sidebar,
-    preview,
-    shut_down_through_dialog,
-)
 
 pytestmark = pytest.mark.ui
 
@@ -64,30 +57,30 @@ def _queued(slurm: Slurm) -> str:
 def test_pick_slurm_preview_launch_and_shut_down(
     page: Any, lab: Lab, slurm: Slurm, artifacts: Path
 ) -> None:
-    panel = open_sidebar(page)
-    form = kind_form(panel, "SLURM", "slurm", {})
+    panel = pages.open_sidebar(page)
+    form = pages.kind_form(panel, "SLURM", "slurm", {})
     # The administrator's profile is offered; picking it fixes the partition.
     form.get_by_label("Profile", exact=True).select_option("debug, 1 node")
     assert form.get_by_label("Partition", exact=True).input_value() == "debug"
     assert form.get_by_label("Partition", exact=True).is_disabled()
     form.get_by_label("Profile", exact=True).select_option("")
-    fill(form, {"Cluster name": "ui-slurm", "Partition": "debug", "Wall time": "00:15:00",
+    pages.fill(form, {"Cluster name": "ui-slurm", "Partition": "debug", "Wall time": "00:15:00",
                 "Nodes": "1"})  # fmt: skip
-    text, summary = preview(form, "head")
+    text, summary = pages.preview(form, "head")
     assert "#SBATCH --time=00:15:00" in text and "#SBATCH --partition=debug" in text
     assert "start --head --block" in text
     assert summary.startswith("1 SLURM job of 1 node")
     assert _queued(slurm) == ""  # the preview submitted nothing
     panel.screenshot(path=str(artifacts / "panel-slurm-preview.png"))
 
-    card = launch_until_running(page, panel, form, "ui-slurm", "slurm")
+    card = pages.launch_until_running(page, panel, form, "ui-slurm", "slurm")
     job = card.locator(".eugo-Jobs tbody tr").first
     assert job.locator("td").nth(1).inner_text() == "head"
     assert job.get_attribute("data-state") == "RUNNING"
     assert job.locator("td").nth(3).inner_text() in slurm.nodes
     panel.screenshot(path=str(artifacts / "panel-slurm-running.png"))
 
-    shut_down_through_dialog(page, card, "SLURM jobs are cancelled")
+    pages.shut_down_through_dialog(page, card, "SLURM jobs are cancelled")
     assert _queued(slurm) == ""
     _, clusters = lab.api("GET", "eugo/clusters")
     assert clusters == []
