@@ -82,6 +82,15 @@ def shut_down_through_dialog(page: Any, card: Any, says: str) -> None:
     card.wait_for(state="detached", timeout=CLUSTER_TIMEOUT_MS)
 
 
+def shut_down_leaving_nothing(page: Any, lab: Any, card: Any, says: str) -> None:
+    """:func:`shut_down_through_dialog`; then the Manager lists no cluster and the page logged
+    no error of ours."""
+    shut_down_through_dialog(page, card, says)
+    _, clusters = lab.api("GET", "eugo/clusters")
+    assert clusters == []
+    assert not [e for e in page.console_errors if "eugo" in e.lower()], page.console_errors
+
+
 def new_notebook(page: Any) -> None:
     """A notebook with the default Python kernel, from the Launcher's Notebook card."""
     page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
