@@ -178,12 +178,12 @@ def _two_nodes(
         cluster.shutdown()
 
 
-# The nodes behind ``gpu_cluster``, started by the first module that asks for them and stopped
-# after the last (a start costs 30-40 s of these two busy cores): the run's items, in order.
+# The nodes behind ``gpu_cluster``: started by the first of the modules that ask for them and
+# run one after another (see pytest_collection_modifyitems), stopped after the last of them (a
+# start costs 30-40 s of these two busy cores; idle nodes must not stay up under other tests).
 _gpu_nodes = contextlib.ExitStack()
 _gpu_held: dict[str, Any] = {}  # "cluster": those nodes, while they run
-_items: dict[str, int] = {}
-_last_gpu_user = -1
+_gpu_modules: set[Any] = set()  # the modules that use them
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +205,9 @@ def gpu_cluster() -> Iterator[object]:
     finally:
         _shutdown()
         following = _next.get("item")
-        if following is None or _items.get(following.nodeid, -1) > _last_gpu_user:
+        if getattr(following, "module", None) not in _gpu_modules:
             _gpu_held.clear()
-            _gpu_nodes.close()  # no later test asks for them: other tests must not find them
+            _gpu_nodes.close()  # the next module does not ask for them: it must not find them
 
 
 # -- tests marked ``gpu`` need a real NVIDIA GPU: skipped, with the reason, without one (here, so
@@ -232,15 +232,6 @@ def _no_gpu_reason() -> str | None:
     return None
 
 
-@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what does not run
-def pytest_collection_finish(session: pytest.Session) -> None:
-    global _last_gpu_user
-    _items.clear()
-    _items.update((item.nodeid, i) for i, item in enumerate(session.items))
-    users = [i for i, item in enumerate(session.items) if _uses_gpu_nodes(item)]
-    _last_gpu_user = max(users, default=-1)
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _gpu_held.clear()
     _gpu_nodes.close()  # a run stopped early (-x, Ctrl-C) leaves no nodes behind
@@ -251,10 +242,15 @@ def _uses_gpu_nodes(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The modules that use gpu_cluster run one after another, where the first of them is, so
-    # that its nodes start once and are not left idle while other modules run.
-    modules = {item.module for item in items if _uses_gpu_nodes(item)}  # type: ignore[attr-defined]
-    if modules:
+    # Within a folder, the modules that use gpu_cluster run one after another, where the first
+    # of them is, so that its nodes start once per folder. Folders keep their order: one
+    # folder's tests leave state another's do not expect (the magics' IPython shell).
+    _gpu_modules.clear()
+    _gpu_modules.update(item.module for item in items if _uses_gpu_nodes(item))  # type: ignore[attr-defined]
+    folders: dict[str, set[Any]] = {}
+    for module in _gpu_modules:
+        folders.setdefault(os.path.dirname(module.__file__), set()).add(module)
+    for modules in folders.values():
         grouped = [item for item in items if getattr(item, "module", None) in modules]
         first = items.index(grouped[0])
         rest = [item for item in items if getattr(item, "module", None) not in modules]

@@ -400,3 +400,58 @@ def test_other_libraries_private_names_have_one_owner_each() -> None:
     )
     for owner in PRIVATE_OWNERS:  # a guard for the guard: the owners are where we look
         assert [u for path in _owner_files(owner) for u in _foreign_private_uses(path, ours)], owner
+
+
+def _numba_imports_unguarded(path: Path) -> list[str]:
+    """Imports of numba in ``path`` not made through ``import_numba``: ``import numba`` outside
+    that function, and numba's parts imported in a function that did not call ``import_numba``
+    (or ``numba_module``) before. ``numba.core.errors`` is let be: it is imported only after a
+    compiled call raised, numba being loaded."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    functions = [
+        n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        else:
+            continue
+        names = [n for n in names if n.split(".")[0] == "numba" and n != "numba.core.errors"]
+        if not names:
+            continue
+        inside = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or 0)]
+        if "numba" in names:
+            if not any(f.name == "import_numba" for f in inside):
+                found.append(f"{path.name}:{node.lineno} import numba")
+            continue
+        guarded = any(
+            isinstance(call, ast.Call)
+            and getattr(call.func, "id", getattr(call.func, "attr", "")) in (
+                "import_numba", "numba_module")
+            and call.lineno < node.lineno
+            for f in inside for call in ast.walk(f)
+        )  # fmt: skip
+        if not guarded:
+            found.append(f"{path.name}:{node.lineno} {names[0]}")
+    return found
+
+
+def test_numba_is_imported_by_one_thread_at_a_time_through_one_function(tmp_path: Path) -> None:
+    """Two threads of a worker importing numba at once (its early start, a background compile,
+    the call's own type check) can meet its modules half made: seen in a full run, a worker
+    whose numba said "module 'numba.core.types' has no attribute 'Type'" and ran Python for
+    good. Every import goes through ``_prewarm.import_numba``, which takes a lock."""
+    offenders = [use for path in MODULES.values() for use in _numba_imports_unguarded(path)]
+    assert offenders == [], offenders
+    # A guard for the guard: a bare import and an unguarded part are seen, a guarded one not.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import numba\n"
+        "def f():\n    from numba.core import types\n"
+        "def g():\n    import_numba()\n    from numba.core import types\n"
+        "def h():\n    from numba.core.errors import NumbaError\n"
+    )
+    assert [u.split()[-1] for u in _numba_imports_unguarded(source)] == ["numba", "numba.core"]

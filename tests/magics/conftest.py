@@ -32,6 +32,10 @@ def shell() -> Iterator[Any]:
     ip = get_ipython()  # one shell per process, as in a kernel
     ip.reset(new_session=False)
     ip.run_line_magic("load_ext", "eugo_jupyter")
+    if "eugo" not in ip.user_ns:  # loaded by an earlier module: the reset dropped its binding
+        import eugo_jupyter
+
+        eugo_jupyter.load_ipython_extension(ip)
     yield ip
     ip.reset(new_session=False)
 

@@ -45,12 +45,9 @@ INSTALL_HINT = (
 
 
 def numba_module() -> Any | None:
-    """numba, or None where it is not installed."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba
+    """numba, or None where it is not installed (one importing thread at a time: see
+    :func:`._prewarm.import_numba`)."""
+    return _prewarm.import_numba()
 
 
 @dataclass

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._prewarm import import_numba
+
 __all__ = [
     "cache_class",
     "call_compile_for_args",
@@ -44,6 +46,7 @@ __all__ = [
 def cache_class(folder_of: Callable[[Any], Path | None]) -> type:
     """numba's ``FunctionCache``, located in ``folder_of(py_func)`` (built on first use: numba
     loads late). The stamp check compares the folder's name (our key), not a file's mtime."""
+    import_numba()  # whole, before its parts
     from numba.core import caching
 
     class Locator(caching._CacheLocator):
@@ -90,6 +93,7 @@ def typed_print() -> Any:
     is given the typed one too, so that the two agree."""
     import builtins
 
+    import_numba()  # whole, before its parts
     from numba.core.typing.templates import builtin_registry
 
     typed = [v for v, _ in builtin_registry.globals if _is_print(v)]
@@ -145,6 +149,7 @@ def call_compile_for_args(dispatcher: Any, *args: Any, **kwargs: Any) -> Any:
 
 def typeof_argument(value: Any) -> Any:
     """numba's type of ``value`` passed as an argument of a compiled call."""
+    import_numba()  # whole, before its parts
     from numba.core.typing.typeof import Purpose, typeof
 
     return typeof(value, Purpose.argument)

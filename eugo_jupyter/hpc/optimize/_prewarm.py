@@ -27,7 +27,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fast_switching", "fire", "loading", "on_connect", "start_numba", "started_here"]
+__all__ = [
+    "fast_switching", "fire", "import_numba", "loading", "on_connect", "start_numba",
+    "started_here",
+]  # fmt: skip
 
 #: The switch interval while numba starts beside calls running Python.
 SWITCH_S = 0.0005
@@ -40,6 +43,8 @@ _saved_interval = 0.0
 _thread: threading.Thread | None = None  #: this process's numba start, if one ran
 _fired: list[Any] = []  #: the latest fire's refs (kept until the next one)
 _fired_for: tuple[str | None, str] = (None, "")  #: the connection fired for: (session, job)
+_importing = threading.Lock()  #: held by the thread importing numba (see import_numba)
+_imported = False  #: numba's import has completed in this process
 
 
 @contextlib.contextmanager
@@ -61,11 +66,32 @@ def fast_switching() -> Iterator[None]:
                 sys.setswitchinterval(_saved_interval)
 
 
+def import_numba() -> Any | None:
+    """numba (None where it is not installed), its first import made by one thread at a time.
+
+    Two threads of a worker importing it at once (this module's start and a compile on the
+    call's thread or in the background) can meet its modules half made: numba's packages
+    import each other, and Python then hands one thread a module the other is still running
+    ("module 'numba.core.types' has no attribute 'Type'"). Every import of numba in the
+    optimizer goes through here (numba's own modules: :mod:`._numba_private` calls this first).
+    """
+    global _imported
+    if _imported:
+        return sys.modules["numba"]
+    with _importing:
+        try:
+            import numba
+        except ImportError:
+            return None
+        _imported = True
+        return numba
+
+
 def _start() -> None:
     with fast_switching(), contextlib.suppress(Exception):
-        import numba
-
-        numba.njit(lambda x: x + 1)(1)  # LLVM's start is paid by the first compile
+        numba = import_numba()
+        if numba is not None:
+            numba.njit(lambda x: x + 1)(1)  # LLVM's start is paid by the first compile
 
 
 def start_numba() -> bool:
