@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from .backends import Backend, Observed, Spec
 from .cluster import Cluster
-from .models import error_text
+from .models import error_text, unread_text
 
 __all__ = ["Launch"]
 
@@ -113,9 +113,7 @@ class Launch:
         except Exception as exc:  # noqa: BLE001 - any failure to ask becomes a sentence
             if self.coming_up:
                 self.cluster.status = "error"
-                self.cluster.error = (
-                    f"Could not read the cluster's state just now: {error_text(exc)}"
-                )
+                self.cluster.error = unread_text(exc)
             return None
 
     def judge(self, observed: Observed) -> None:

@@ -73,6 +73,7 @@ __all__ = [
     "error_text",
     "make_cluster_model",
     "timestamp",
+    "unread_text",
 ]
 
 
@@ -90,6 +91,16 @@ def error_text(exc: BaseException) -> str:
     """
     text = str(exc).strip()
     return text.splitlines()[0][:400] if text else type(exc).__name__
+
+
+def unread_text(exc: BaseException) -> str:
+    """A card's ``error`` when a read of the cluster failed (Ray's state, or its scheduler's):
+    not final, the next read may succeed.
+
+    >>> unread_text(TimeoutError("the GCS did not answer"))
+    "Could not read the cluster's state just now: the GCS did not answer"
+    """
+    return f"Could not read the cluster's state just now: {error_text(exc)}"
 
 
 class TaskCounts(TypedDict):

@@ -25,7 +25,7 @@ from .. import records
 from . import monitor, proxy_policy
 from .backends import Backend, Observed, ray_start
 from .cluster import Cluster
-from .models import error_text, timestamp
+from .models import error_text, timestamp, unread_text
 from .pacing import CountsPace
 
 __all__ = ["Observer"]
@@ -127,7 +127,7 @@ class Observer:
                 await self.observe(cluster)
             except Exception as exc:  # noqa: BLE001 - a scheduler or API that did not answer
                 cluster.read_at = time.monotonic()
-                cluster.error = f"Could not read the cluster's state just now: {error_text(exc)}"
+                cluster.error = unread_text(exc)
                 return
             if cluster.status == "stopped":
                 return
@@ -156,7 +156,7 @@ class Observer:
                     "It may have been stopped; remove it or connect again."
                 )
             else:
-                cluster.error = f"Could not read the cluster's state just now: {detail}"
+                cluster.error = unread_text(exc)
             return
         self.took(cluster, data)
         cluster.status, cluster.error = "running", None
