@@ -5,7 +5,8 @@ CPUs) or ``gpu_cluster`` (a head without GPU plus a worker node that *declares* 
 resources are scheduling bookkeeping only, no GPU exists here). Only one Ray connection can be
 open per process, so each fixture lets go of what it connected to; ``ray_local`` hands its Ray
 on instead when the next module asks for ``ray_local`` too. ``gpu_cluster``'s nodes start once
-per run and stay up for every module that asks for them.
+for the modules of a folder that ask for them (they run one after another) and stop before a
+module that does not.
 """
 
 from __future__ import annotations
