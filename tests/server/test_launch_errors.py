@@ -99,6 +99,12 @@ def test_a_head_killed_before_it_prints_an_error_says_how_it_ended(tmp_path: Pat
         info.value
     )
     assert ray_start.why("") == "it printed nothing"
+    # srun's own line that the step failed never hides what `ray start` printed before it
+    printed = (
+        "[2026-12-07 10:00:00,000 W 1 1] rpc_client.h:153: Failed to connect to GCS at 10.0.0.1\n"
+        "srun: error: vm: task 0: Exited with exit code 1\n"
+    )
+    assert ray_start.why(printed, 1).endswith("Failed to connect to GCS at 10.0.0.1")
     assert (
         ray_start.why("", 137) == "it printed nothing and ended with exit 137 (killed by SIGKILL)"
     )

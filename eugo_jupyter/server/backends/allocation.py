@@ -300,7 +300,9 @@ class AllocationBackend(Backend):
                 start = functools.partial(
                     self._worker, command, node.name, index, temp_dir, timeout
                 )
-                pgids.append(retrying(start, _nothing, say, f"The worker on {node.name}"))
+                # any failure: a busy GCS can miss a raylet's first registration (as local's)
+                what = f"The worker on {node.name}"
+                pgids.append(retrying(start, _nothing, say, what, any_error=True))
         except BaseException:
             self.stop({"pgids": pgids, "temp_dir": temp_dir})
             raise

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -259,11 +260,22 @@ def node_arguments(
     return args
 
 
+#: A launcher's own report that the command it ran failed (srun's "task 0: Exited with exit
+#: code 1"): it says only that, so the command's own lines come first.
+_LAUNCHER_EXIT = re.compile(r"srun: error: .*: tasks? [\d,-]+: (Exited with exit code|Killed)")
+
+
 def why(output: str, returncode: int | None = None) -> str:
     """The most telling line of a failed ``ray start``; with its exit status when it printed
-    no error (a process killed from outside prints nothing)."""
+    no error (a process killed from outside prints nothing).
+
+    A launcher's line that the command failed never hides what the command printed:
+
+    >>> why("raylet: the node ran out of ports\\nsrun: error: n2: task 0: Exited with exit code 1")
+    'raylet: the node ran out of ports'
+    """
     printed = [line.strip() for line in output.splitlines() if line.strip()]
-    lines = [line for line in printed if " INFO " not in line]
+    lines = [line for line in printed if " INFO " not in line and not _LAUNCHER_EXIT.match(line)]
     needles = ("timed out during startup", "address already in use", "already in use", "Error",
                "error", "Exception")  # fmt: skip
     for needle in needles:
