@@ -6,6 +6,7 @@ One run, ratios in the same run, a printed table. Usage:
 
     python benchmarks/bench_panes.py                    # 20,000 tasks on record
     python benchmarks/bench_panes.py --tasks 100000     # the issue's figure (Ray keeps 100,000)
+    python benchmarks/bench_panes.py --tasks 100000 --system-config '{"enable_timeline": false}'
 
 A local cluster (the Manager's own launch, a head of 2 CPUs) gets ``--tasks`` tiny tasks from a
 driver process, then that driver keeps submitting ``--rate`` tiny tasks a second while the
@@ -15,13 +16,15 @@ each of the five live views every ``--pane-every`` s, the task stream passing it
 as a pane does. CPU is this process's (the server's work: manager, observer, live hub) and the
 cluster's ``gcs_server`` process's, per second of wall time. The appearance time is, for each
 task first seen in a task-stream reply, that reply's time less the task's end (it includes the
-pane's own polling interval, and Ray's report interval of task events).
+pane's own polling interval, and Ray's report interval of task events). Before the phases, what
+one task query costs the GCS (its CPU, the median of 8): the floor of the stream's delay.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -32,6 +35,9 @@ from typing import Any
 
 import psutil
 
+from eugo_jupyter import _raystate
+from eugo_jupyter.server import live_tasks
+from eugo_jupyter.server.backends import ray_start
 from eugo_jupyter.server.live import LiveHub, LiveTarget
 from eugo_jupyter.server.manager import ClusterManager
 
@@ -74,6 +80,21 @@ def cpu(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+def query_cost(address: str, gcs: psutil.Process) -> dict[str, float]:
+    """The GCS's CPU for one query of the finished attempts and one of the active ones (s)."""
+    _raystate.enable_token_auth()
+    cost: dict[str, float] = {}
+    for label, only in (("finished", {"states": ("FINISHED",)}),
+                        ("active", {"not_states": live_tasks.NOT_ACTIVE})):  # fmt: skip
+        spent: list[float] = []
+        for _ in range(8):
+            before = cpu(gcs)
+            _raystate.task_events(address, limit=2000, timeout=60, **only)
+            spent.append(cpu(gcs) - before)
+        cost[label] = statistics.median(spent)
+    return cost
+
+
 class Phase:
     """One measured phase: CPU of this process and of the GCS per wall second."""
 
@@ -113,6 +134,7 @@ async def run(args: argparse.Namespace) -> None:
             line = await asyncio.get_running_loop().run_in_executor(None, driver.stdout.readline)
             assert line, "the driver ended before it filled the task table"
         print(f"filled in {time.monotonic() - began:.0f} s; measuring ...", flush=True)
+        cost = await asyncio.get_running_loop().run_in_executor(None, query_cost, address, gcs)
 
         async def panel(until: float) -> None:
             while time.monotonic() < until:
@@ -165,6 +187,11 @@ async def run(args: argparse.Namespace) -> None:
         print(f"\n{args.tasks:,} tasks on record, {args.rate:g} more a second; panel every "
               f"{args.panel_every:g} s, panes every {args.pane_every:g} s, {args.seconds:g} s "
               "a phase\n")  # fmt: skip
+        print(
+            "one task query, GCS CPU (median of 8): "
+            + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in cost.items())
+            + "\n"
+        )
         print(f"{'':28}{'panel alone':>14}{'all panes':>14}{'ratio':>8}")
         for label, a, b in (
             ("server CPU s per s", alone.server, panes.server),
@@ -199,7 +226,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase")
     parser.add_argument("--panel-every", type=float, default=1.5, help="the panel's poll (s)")
     parser.add_argument("--pane-every", type=float, default=1.0, help="each pane's poll (s)")
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--system-config", default="{}", help="JSON added to the head's")
+    args = parser.parse_args()
+    ray_start.SYSTEM_CONFIG.update(json.loads(args.system_config))  # the launch below takes it
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":
