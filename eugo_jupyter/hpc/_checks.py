@@ -37,8 +37,11 @@ def _forget_cluster(reason: str) -> None:
     _verdicts.clear()
 
 
-def current_snapshot(max_age: float = _MAX_AGE, asked: bool = False) -> Snapshot | None:
+def current_snapshot(
+    max_age: float = _MAX_AGE, asked: bool = False, address: str | None = None
+) -> Snapshot | None:
     """The cluster's nodes and demands, at most ``max_age`` seconds old; None if unreadable.
+    ``address``: that cluster's GCS (default: the connection's, connecting first if needed).
 
     A ``ray://`` client cannot reach the GCS: then there is no snapshot and no check. After a
     failed read the checks of calls leave the cluster alone for 30 s; ``asked=True`` (the user
@@ -51,8 +54,7 @@ def current_snapshot(max_age: float = _MAX_AGE, asked: bool = False) -> Snapshot
     if not asked and now < _unavailable_until:
         return None
     try:
-        address = _session.connection().address
-        _snap = snapshot(address)
+        _snap = snapshot(address or _session.connection().address)
     except Exception:  # noqa: BLE001 - a check must never break a call
         _snap, _unavailable_until = None, now + 30
     _snap_at = now

@@ -10,7 +10,7 @@ from .._raystate import NodeFacts
 from .._units import format_bytes
 from . import _checks, _session, _submissions
 
-__all__ = ["ClusterInfo", "cluster", "waiting"]
+__all__ = ["ClusterInfo", "cluster", "describe", "waiting"]
 
 
 def _fmt(value: float) -> str:
@@ -113,8 +113,13 @@ def cluster() -> ClusterInfo:
     >>> eugo.hpc.cluster()               # doctest: +SKIP
     embedded local Ray: 1 node, 2/2 CPUs free, 0/0 GPUs free
     """
-    conn = _session.connection()
-    snap = _checks.current_snapshot(max_age=0, asked=True)
+    return describe(_session.connection())
+
+
+def describe(conn: _session.Connection) -> ClusterInfo:
+    """``conn``'s cluster as :func:`cluster` shows it, without connecting: the ClusterStatus
+    widget's thread reads through this, so a shutdown meanwhile never makes it start a Ray."""
+    snap = _checks.current_snapshot(max_age=0, asked=True, address=conn.address)
     nodes = snap.nodes if snap else []
     found = waiting_from(snap, _submissions.functions_by_request()) if snap else WaitingList()
     return ClusterInfo(

@@ -4,11 +4,13 @@
 ``_x`` modules, so hpc can reshape its files without breaking them (a test scans for it). What
 is here is internal: it may change between releases; users import ``eugo_jupyter.hpc``.
 
-- the session: :func:`ensure`, :func:`connection`, :func:`probe` (try a cluster without
-  switching), :func:`on_disconnect` (where a per-cluster cache resets), :func:`use_token_auth`;
+- the session: :func:`ensure`, :func:`connection`, :func:`held` (the connection, never
+  connecting), :func:`probe` (try a cluster without switching), :func:`on_disconnect` (where a
+  per-cluster cache resets), :func:`use_token_auth`;
 - options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
   :func:`request_of`, :func:`format_options`;
-- the cluster's state and the feasibility verdicts: :func:`current_snapshot`, :func:`snapshot`,
+- the cluster's state and the feasibility verdicts: :func:`describe_cluster` (``cluster()``'s
+  view of a given connection), :func:`current_snapshot`, :func:`snapshot`,
   :func:`infeasible_message`, :func:`infeasible_reason` (with :func:`needs_sentence` and
   :func:`missing_everywhere`, its parts as data), :func:`fix_for`, :func:`waiting_from`,
   :func:`describe_request`, :func:`diagnose`;
@@ -43,6 +45,7 @@ from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_d
 from . import cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
 from ._checks import current_snapshot, explain_unpicklable, infeasible_message
+from ._cluster import describe as describe_cluster
 from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
@@ -52,7 +55,7 @@ from ._options import (
     resolve_options,
     validate_options,
 )
-from ._session import connection, ensure, on_disconnect, use_token_auth
+from ._session import connection, ensure, held, on_disconnect, use_token_auth
 from ._target import probe
 
 __all__ = [
@@ -65,6 +68,7 @@ __all__ = [
     "current_snapshot",
     "dashboard_auth_headers",
     "cells",
+    "describe_cluster",
     "describe_request",
     "diagnose",
     "ensure",
@@ -74,6 +78,7 @@ __all__ = [
     "optimized",
     "optimized_inputs",
     "fix_for",
+    "held",
     "format_options",
     "hooks",
     "infeasible_message",

@@ -49,11 +49,16 @@ class ClusterStatus(widgets.VBox):
         import sys
 
         from .. import hpc
+        from ..hpc import _internal
 
         try:
-            if self.refreshes and not sys.modules["ray"].is_initialized():
-                raise ClusterError("not connected")
-            info = hpc.cluster()
+            if self.refreshes:  # later reads (the refresh thread's): what is held, never connect
+                held = _internal.held()
+                if held is None or not sys.modules["ray"].is_initialized():
+                    raise ClusterError("not connected")
+                info = _internal.describe_cluster(held)
+            else:
+                info = hpc.cluster()
             bundle = info._repr_mimebundle_()
             body, text = bundle["text/html"], bundle["text/plain"]
         except Exception as exc:  # noqa: BLE001 - shown in the widget, the refresh loop goes on

@@ -45,3 +45,30 @@ def test_interval_is_checked(ray_local: Any) -> None:
 
     with pytest.raises(traitlets.TraitError, match="0.5 seconds or more"):
         eugo.widgets.ClusterStatus(interval=0.01)
+
+
+def test_a_refresh_begun_before_a_shutdown_never_starts_a_ray(
+    ray_local: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh thread's race, made certain: Ray was up when a refresh began and was shut down
+    before it read the cluster. The read must not connect again: that started an embedded Ray
+    from the widget's thread, behind the user's back. (Last in the module: it shuts Ray down.)"""
+    import ray
+
+    import eugo_jupyter as eugo
+
+    status = eugo.widgets.ClusterStatus()
+    real = ray.is_initialized
+    try:
+        eugo.hpc.shutdown()
+        seen = iter([True])  # what the refresh's first look saw, just before the shutdown
+        monkeypatch.setattr(ray, "is_initialized", lambda: next(seen, False) or real())
+        status.refresh()
+        monkeypatch.undo()
+        assert not real(), "a refresh after the shutdown started a Ray"
+        assert status.text.startswith("No cluster to show (not connected)")
+    finally:
+        monkeypatch.undo()
+        status.close()
+        if real():
+            eugo.hpc.shutdown()
