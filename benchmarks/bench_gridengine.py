@@ -20,9 +20,7 @@ polling, the HTTP round trips), since the jobs do the same work in both.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,14 +30,16 @@ from pathlib import Path
 from eugo_jupyter import _processes as processes
 from eugo_jupyter.server import monitor
 from eugo_jupyter.server.backends.gridengine import GridEngineBackend
-from eugo_jupyter.server.client import ManagerClient
 
 # The benchmarks share the tests' helpers: a real Grid Engine and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from batch_launch import eugo_start, report
+
 from tests.fixtures.gridengine import GridEngine, gridengine_cell
 from tests.fixtures.jupyter import jupyter_server
 
 FIELDS = {"nodes": 2, "walltime": "00:20:00"}
+BODY = {"kind": "gridengine", "name": "bench", "gridengine": FIELDS}
 
 
 def _alive_nodes(address: str) -> int:
@@ -90,17 +90,6 @@ def by_hand(cell: GridEngine, root: Path, run: int) -> float | None:
         _gone([backend.temp_mark(j) for j in jobs])
 
 
-def eugo_start(client: ManagerClient) -> float:
-    body = {"kind": "gridengine", "name": "bench", "gridengine": FIELDS}
-    start = time.perf_counter()
-    model = client.launch(body)
-    # The client's own wait: it raises with the card's sentence on an error the server calls final.
-    client.wait_until_running(model["id"], poll=0.05)
-    elapsed = time.perf_counter() - start
-    client.shutdown(model["id"])
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -117,26 +106,14 @@ def main() -> None:
         with jupyter_server(root / "runtime", server_args, cell.variables) as (client, _):
             for run in range(args.repeats):
                 took = by_hand(cell, root, run)
-                eugo.append(eugo_start(client))
+                eugo.append(eugo_start(client, BODY))
                 if took is None:
                     failed += 1
                 else:
                     hand.append(took)
                 print(f"by hand {took or float('nan'):.1f} s, eugo {eugo[-1]:.1f} s", flush=True)
 
-    h, e = statistics.median(hand), statistics.median(eugo)
-    print("\n| measure | eugo manager | same scripts by hand | ratio |\n| --- | --- | --- | --- |")
-    print(f"| launch to running, 2 nodes (median of {args.repeats}) | {e:.1f} s | {h:.1f} s "
-          f"| {e / h:.2f} |")  # fmt: skip
-    print(f"| best of {args.repeats} | {min(eugo):.1f} s | {min(hand):.1f} s "
-          f"| {min(eugo) / min(hand):.2f} |")  # fmt: skip
-    if failed:
-        print(f"\nThe hand-submitted jobs never had two nodes in {failed} of {args.repeats} runs.")
-    results = Path(__file__).with_name("results")
-    results.mkdir(exist_ok=True)
-    (results / "bench_gridengine.json").write_text(
-        json.dumps({"by_hand_s": hand, "eugo_s": eugo, "by_hand_failed": failed})
-    )
+    report("bench_gridengine", "same scripts by hand", eugo, hand, failed)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,7 @@ authentication is on, as the manager keeps it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,8 +32,12 @@ from eugo_jupyter.server.backends import ray_start
 
 # The benchmarks share the tests' helpers: a real SLURM and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from batch_launch import eugo_start, report
+
 from tests.fixtures.jupyter import jupyter_server
 from tests.fixtures.slurm import Slurm, slurm_cluster
+
+BODY = {"kind": "slurm", "name": "bench", "slurm": {"nodes": 2, "walltime": "00:20:00"}}
 
 GUIDE = """\
 #!/bin/bash
@@ -113,20 +115,6 @@ def guide_start(slurm: Slurm, folder: Path) -> float | None:
         _gone(f"/tmp/guide-{job}-")
 
 
-def eugo_start(client: object, folder: Path) -> float:
-    body = {"kind": "slurm", "name": "bench", "slurm": {"nodes": 2, "walltime": "00:20:00"}}
-    start = time.perf_counter()
-    model = client.launch(body)  # type: ignore[attr-defined]
-    while model["status"] == "starting":
-        time.sleep(0.05)
-        model = client.cluster(model["id"])  # type: ignore[attr-defined]
-    elapsed = time.perf_counter() - start
-    if model["status"] != "running":
-        raise RuntimeError(model["error"])
-    client.shutdown(model["id"])  # type: ignore[attr-defined]
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -144,26 +132,14 @@ def main() -> None:
         with jupyter_server(root / "runtime", server_args, env) as (client, _):
             for _ in range(args.repeats):
                 took = guide_start(slurm, root)
-                eugo.append(eugo_start(client, root))
+                eugo.append(eugo_start(client, BODY))
                 if took is None:
                     failed += 1
                 else:
                     guide.append(took)
                 print(f"guide {took or float('nan'):.1f} s, eugo {eugo[-1]:.1f} s", flush=True)
 
-    g, e = statistics.median(guide), statistics.median(eugo)
-    print("\n| measure | eugo manager | Ray's SLURM guide | ratio |\n| --- | --- | --- | --- |")
-    print(f"| launch to running, 2 nodes (median of {args.repeats}) | {e:.1f} s | {g:.1f} s "
-          f"| {e / g:.2f} |")  # fmt: skip
-    print(f"| best of {args.repeats} | {min(eugo):.1f} s | {min(guide):.1f} s "
-          f"| {min(eugo) / min(guide):.2f} |")  # fmt: skip
-    if failed:
-        print(f"\nThe guide's script never had two nodes in {failed} of {args.repeats} runs.")
-    results = Path(__file__).with_name("results")
-    results.mkdir(exist_ok=True)
-    (results / "bench_slurm.json").write_text(
-        json.dumps({"guide_s": guide, "eugo_s": eugo, "guide_failed": failed})
-    )
+    report("bench_slurm", "Ray's SLURM guide", eugo, guide, failed)
     os.environ.pop("SLURM_CONF", None)
 
 
