@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,25 @@ def eugo_start(client: ManagerClient, body: dict[str, Any]) -> float:
     elapsed = time.perf_counter() - start
     client.shutdown(model["id"])
     return elapsed
+
+
+def alternate(
+    repeats: int, other: Callable[[int], float | None], eugo: Callable[[], float], label: str
+) -> tuple[list[float], list[float], int]:
+    """``other(run)`` then ``eugo()``, ``repeats`` times, to share the machine's noise: eugo's
+    times, the other way's, and how many of its runs never had two nodes (None)."""
+    ours: list[float] = []
+    theirs: list[float] = []
+    failed = 0
+    for run in range(repeats):
+        took = other(run)
+        ours.append(eugo())
+        if took is None:
+            failed += 1
+        else:
+            theirs.append(took)
+        print(f"{label} {took or float('nan'):.1f} s, eugo {ours[-1]:.1f} s", flush=True)
+    return ours, theirs, failed
 
 
 def report(name: str, label: str, eugo: list[float], other: list[float], failed: int) -> None:

@@ -33,7 +33,7 @@ from eugo_jupyter.server.backends.gridengine import GridEngineBackend
 
 # The benchmarks share the tests' helpers: a real Grid Engine and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batch_launch import eugo_start, report
+from batch_launch import alternate, eugo_start, report
 
 from tests.fixtures.gridengine import GridEngine, gridengine_cell
 from tests.fixtures.jupyter import jupyter_server
@@ -96,22 +96,15 @@ def main() -> None:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="eugo-bench-sge-"))
-    hand: list[float] = []
-    eugo: list[float] = []
-    failed = 0
     with gridengine_cell() as cell:
         server_args = (f"--GridEngineBackend.shared_dir={root / 'shared'}",)
         (root / "runtime").mkdir()
         os.environ.update(cell.variables)  # the hand-written runs' monitor reads need nothing else
         with jupyter_server(root / "runtime", server_args, cell.variables) as (client, _):
-            for run in range(args.repeats):
-                took = by_hand(cell, root, run)
-                eugo.append(eugo_start(client, BODY))
-                if took is None:
-                    failed += 1
-                else:
-                    hand.append(took)
-                print(f"by hand {took or float('nan'):.1f} s, eugo {eugo[-1]:.1f} s", flush=True)
+            eugo, hand, failed = alternate(
+                args.repeats, lambda run: by_hand(cell, root, run),
+                lambda: eugo_start(client, BODY), "by hand",
+            )  # fmt: skip
 
     report("bench_gridengine", "same scripts by hand", eugo, hand, failed)
 

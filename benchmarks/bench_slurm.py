@@ -32,7 +32,7 @@ from eugo_jupyter.server.backends import ray_start
 
 # The benchmarks share the tests' helpers: a real SLURM and a `jupyter server` process.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from batch_launch import eugo_start, report
+from batch_launch import alternate, eugo_start, report
 
 from tests.fixtures.jupyter import jupyter_server
 from tests.fixtures.slurm import Slurm, slurm_cluster
@@ -121,23 +121,16 @@ def main() -> None:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="eugo-bench-slurm-"))
-    guide: list[float] = []
-    eugo: list[float] = []
-    failed = 0
     with slurm_cluster(root / "slurm") as slurm:
         shared = root / "shared"
         server_args = (f"--EugoManagerExtension.slurm_shared_dir={shared}",)
         env = {"SLURM_CONF": str(slurm.conf)}
         (root / "runtime").mkdir()
         with jupyter_server(root / "runtime", server_args, env) as (client, _):
-            for _ in range(args.repeats):
-                took = guide_start(slurm, root)
-                eugo.append(eugo_start(client, BODY))
-                if took is None:
-                    failed += 1
-                else:
-                    guide.append(took)
-                print(f"guide {took or float('nan'):.1f} s, eugo {eugo[-1]:.1f} s", flush=True)
+            eugo, guide, failed = alternate(
+                args.repeats, lambda _: guide_start(slurm, root),
+                lambda: eugo_start(client, BODY), "guide",
+            )  # fmt: skip
 
     report("bench_slurm", "Ray's SLURM guide", eugo, guide, failed)
     os.environ.pop("SLURM_CONF", None)
