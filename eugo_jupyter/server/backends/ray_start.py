@@ -309,6 +309,8 @@ def run_ray_start(args: list[str], timeout: float) -> int:
 
 
 def _run_ray_start(args: list[str], timeout: float) -> int:
+    started = time.time()
+    temp_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--temp-dir=")), None)
     proc = subprocess.Popen(
         [ray_executable(), "start", *args],
         stdout=subprocess.PIPE,
@@ -318,19 +320,69 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
         env=environment(),
         start_new_session=True,
     )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_groups([proc.pid])
-        proc.communicate()
-        raise LaunchError(
-            f"`ray start` did not finish within {timeout:g} s; the machine may be overloaded. "
-            "Try again, or launch fewer nodes."
-        ) from None
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.append(proc.communicate()[0]), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while reader.is_alive():
+        reader.join(0.5)
+        fatal = _fatal_line(temp_dir, started) if temp_dir and reader.is_alive() else None
+        if fatal is not None:  # `ray start` would wait on for the dying process
+            _kill_groups([proc.pid])
+            reader.join()
+            raise LaunchError(f"`ray start` failed: {fatal}")
+        if reader.is_alive() and time.monotonic() > deadline:
+            _kill_groups([proc.pid])
+            reader.join()
+            raise LaunchError(
+                f"`ray start` did not finish within {timeout:g} s; the machine may be "
+                "overloaded. Try again, or launch fewer nodes."
+            )
     if proc.returncode != 0:
         _kill_groups([proc.pid])
-        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(output)}")
+        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(printed[0])}")
     return proc.pid
+
+
+#: A Ray process's fatal log line: ``[time C pid tid] (gcs_server) file.cc:N: message``.
+_FATAL = re.compile(r"^\[[^\]]* C \d+ \d+\] \((\w+)\) [\w./-]+:\d+:\s*(.*)$")
+#: What Ray puts before any failed check's own words.
+_BOILERPLATE = re.compile(
+    r"An unexpected system state has occurred\..*?fix it\.\s*(Check failed: \S+ )?"
+)
+
+
+def _fatal_line(temp_dir: str, since: float) -> str | None:
+    """What a node's GCS or raylet said as it failed (its fatal log line, Ray's boilerplate
+    dropped), in the sessions under ``temp_dir`` begun since ``since``; None if neither did.
+
+    Ray's crash handler can take half a minute to end such a process, and `ray start` waits
+    for it: a port taken before the GCS bound it kept a launch waiting 40 s for its error.
+
+    >>> line = ("[2026-12-07 16:14:27,006 C 22574 22574] (gcs_server) grpc_server.cc:134:  An "
+    ...         "unexpected system state has occurred. You have likely discovered a bug in Ray. "
+    ...         "We'll fix it. Check failed: server_ Failed to start the grpc server.")
+    >>> _fatal_sentence(line)
+    'its gcs_server stopped: Failed to start the grpc server.'
+    """
+    for name in ("gcs_server.err", "raylet.err"):
+        for path in Path(temp_dir).glob(f"session_*/logs/{name}"):
+            try:
+                if path.stat().st_mtime < since:
+                    continue  # an earlier try's
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if _FATAL.match(line):
+                    return _fatal_sentence(line)
+    return None
+
+
+def _fatal_sentence(line: str) -> str:
+    match = _FATAL.match(line)
+    assert match is not None
+    return f"its {match[1]} stopped: {_BOILERPLATE.sub('', match[2])}"[:500]
 
 
 def head_arguments(
