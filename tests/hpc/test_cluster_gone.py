@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -87,22 +88,26 @@ print("ALIVE", flush=True)
 """
 
 
-@pytest.fixture
-def kernel(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """The kernel's process, started before its cluster (the fixtures that launch one ask for it):
-    its imports go on while the cluster launches. :func:`_connect` tells it where to go."""
+def _start_kernel(folder: Path) -> subprocess.Popen[str]:
+    """A kernel's process, started before its cluster (its imports go on while the cluster
+    launches); :func:`_connect` tells it where to go."""
     env = {
         **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(tmp_path),
+        "JUPYTER_RUNTIME_DIR": str(folder),
         "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
         "RAY_USAGE_STATS_ENABLED": "0",
     }
-    with open(tmp_path / "kernel.err", "w") as errors:  # shown if the kernel dies
-        process = subprocess.Popen(  # its folder last: _line finds kernel.err there
-            [sys.executable, "-c", KERNEL, str(tmp_path)],
+    with open(folder / "kernel.err", "w") as errors:  # shown if the kernel dies
+        return subprocess.Popen(  # its folder last: _line finds kernel.err there
+            [sys.executable, "-c", KERNEL, str(folder)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
             text=True, env=env, start_new_session=True,
         )  # fmt: skip
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    process = _start_kernel(tmp_path)
     yield process
     _kill(process)
 
@@ -163,27 +168,59 @@ def _kill(kernel: subprocess.Popen[str]) -> None:
         kernel.wait()
 
 
-@pytest.mark.parametrize("waits_in", ["get", "map", "distribute"])
-def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
-    cluster: local.Launched, kernel: subprocess.Popen[str], tmp_path: Path, waits_in: str
-) -> None:
-    """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
-    marker = tmp_path / "running"
-    _connect(kernel, cluster.gcs_address, marker, waits_in)
+WAITS = ("get", "map", "distribute")
+
+
+@dataclass
+class Killed:
+    kernel: subprocess.Popen[str]
+    connected: str  #: its CONNECTED line
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Killed]]]:
+    """One cluster killed while three kernels wait on it, one in each of :data:`WAITS`: what each
+    printed up to then, and its process, which goes on to its ERROR and FALLBACK lines.
+
+    The three share the cluster's start and its death (a test of its own each took 37 s)."""
+    kernels = {waits_in: _start_kernel(tmp_path_factory.mktemp(waits_in)) for waits_in in WAITS}
+    started = None
     try:
-        assert _line(kernel, "CONNECTED") == "CONNECTED explicit"
-        until(marker.exists, f"{marker} written", DEADLINE)
-        for pid, _ in processes.cluster_processes(cluster.pgids, cluster.temp_dir):
+        started = local.launch(
+            ray_start.NodeSpec(num_cpus=len(WAITS)), [], expected_dir(f"c-g{secrets.token_hex(4)}")
+        )
+        markers = {}
+        for waits_in, kernel in kernels.items():
+            markers[waits_in] = Path(kernel.args[-1]) / "running"
+            _connect(kernel, started.gcs_address, markers[waits_in], waits_in)
+        connected = {waits_in: _line(kernel, "CONNECTED") for waits_in, kernel in kernels.items()}
+        for marker in markers.values():
+            until(marker.exists, f"{marker} written", DEADLINE)
+        for pid, _ in processes.cluster_processes(started.pgids, started.temp_dir):
             with contextlib.suppress(ProcessLookupError):  # a worker may end meanwhile
                 os.kill(pid, signal.SIGKILL)  # the head dies at once, as in a crash
-        error = _line(kernel, "ERROR")
-        assert f"The cluster at {cluster.gcs_address} is gone" in error
-        assert "its head stopped accepting connections" in error
-        assert "This kernel is still running" in error
-        assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
-        _finish(kernel)
+        yield started.gcs_address, {w: Killed(kernels[w], connected[w]) for w in WAITS}
     finally:
-        _kill(kernel)
+        for kernel in kernels.values():
+            _kill(kernel)
+        if started is not None:
+            processes.stop(started.pgids, started.temp_dir)
+
+
+@pytest.mark.parametrize("waits_in", WAITS)
+def test_killed_cluster_raises_cluster_error_and_the_kernel_falls_back(
+    killed: tuple[str, dict[str, Killed]], waits_in: str
+) -> None:
+    """Killed while the kernel waits in eugo.hpc.get, eugo.hpc.map or a %%distribute cell."""
+    address, kernels = killed
+    kernel = kernels[waits_in].kernel
+    assert kernels[waits_in].connected == "CONNECTED explicit"
+    error = _line(kernel, "ERROR")
+    assert f"The cluster at {address} is gone" in error
+    assert "its head stopped accepting connections" in error
+    assert "This kernel is still running" in error
+    assert _line(kernel, "FALLBACK") == "FALLBACK 42 True"
+    _finish(kernel)
 
 
 def _driver_heard(temp_dir: str, pid: int, line: str) -> bool:
