@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import sys
@@ -63,6 +64,18 @@ def test_port_in_use_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
     assert f"The specified port is {port}" in message and "already in use" in message, message
     leftovers = [pid for pid in processes.pids() if temp_dir in processes.cmdline(pid)]
     assert leftovers == []
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_a_start_past_its_time_is_stopped_and_says_so() -> None:
+    temp_dir = f"/tmp/eugo-t-late-{os.getpid()}"
+    with pytest.raises(LaunchError) as info:  # `ray start`'s own imports take longer
+        ray_start.run_ray_start(["--head", "--num-cpus=1", f"--temp-dir={temp_dir}"], timeout=0.2)
+    assert str(info.value) == (
+        "`ray start` did not finish within 0.2 s; the machine may be overloaded. "
+        "Try again, or launch fewer nodes."
+    )
+    assert [pid for pid in processes.pids() if temp_dir in processes.cmdline(pid)] == []
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 

@@ -327,15 +327,13 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
     while reader.is_alive():
         reader.join(0.5)
         fatal = _fatal_line(temp_dir, started) if temp_dir and reader.is_alive() else None
-        if fatal is not None:  # `ray start` would wait on for the dying process
-            _kill_groups([proc.pid])
-            reader.join()
-            raise LaunchError(f"`ray start` failed: {fatal}")
-        if reader.is_alive() and time.monotonic() > deadline:
-            _kill_groups([proc.pid])
+        if reader.is_alive() and (fatal is not None or time.monotonic() > deadline):
+            _kill_groups([proc.pid])  # `ray start` would wait on for a dying process
             reader.join()
             raise LaunchError(
-                f"`ray start` did not finish within {timeout:g} s; the machine may be "
+                f"`ray start` failed: {fatal}"
+                if fatal is not None
+                else f"`ray start` did not finish within {timeout:g} s; the machine may be "
                 "overloaded. Try again, or launch fewer nodes."
             )
     if proc.returncode != 0:
@@ -357,14 +355,7 @@ def _fatal_line(temp_dir: str, since: float) -> str | None:
     dropped), in the sessions under ``temp_dir`` begun since ``since``; None if neither did.
 
     Ray's crash handler can take half a minute to end such a process, and `ray start` waits
-    for it: a port taken before the GCS bound it kept a launch waiting 40 s for its error.
-
-    >>> line = ("[2026-12-07 16:14:27,006 C 22574 22574] (gcs_server) grpc_server.cc:134:  An "
-    ...         "unexpected system state has occurred. You have likely discovered a bug in Ray. "
-    ...         "We'll fix it. Check failed: server_ Failed to start the grpc server.")
-    >>> _fatal_sentence(line)
-    'its gcs_server stopped: Failed to start the grpc server.'
-    """
+    for it: a port taken before the GCS bound it kept a launch waiting 40 s for its error."""
     for name in ("gcs_server.err", "raylet.err"):
         for path in Path(temp_dir).glob(f"session_*/logs/{name}"):
             try:
@@ -373,16 +364,9 @@ def _fatal_line(temp_dir: str, since: float) -> str | None:
                 lines = path.read_text(errors="replace").splitlines()
             except OSError:
                 continue
-            for line in lines:
-                if _FATAL.match(line):
-                    return _fatal_sentence(line)
+            for match in filter(None, map(_FATAL.match, lines)):
+                return f"its {match[1]} stopped: {_BOILERPLATE.sub('', match[2])}"[:500]
     return None
-
-
-def _fatal_sentence(line: str) -> str:
-    match = _FATAL.match(line)
-    assert match is not None
-    return f"its {match[1]} stopped: {_BOILERPLATE.sub('', match[2])}"[:500]
 
 
 def head_arguments(
