@@ -87,6 +87,11 @@ class _Optimizer:
 
         return wrap(fn, mode, dict(options), expected_calls)
 
+    def declared(self) -> None:
+        from .hpc.optimize._prewarm import declare
+
+        declare()
+
 
 _hooks.set_gpu_memory_sizer(_size_gpu_memory)
 _hooks.set_optimizer(_Optimizer())

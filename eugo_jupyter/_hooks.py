@@ -142,6 +142,10 @@ class Optimizer(Protocol):
         """``fn`` run through the optimizer (the pandas accessors, a cell's functions)."""
         ...
 
+    def declared(self) -> None:
+        """A function was declared with ``optimize=``, ahead of its calls."""
+        ...
+
 
 #: The active run recorder (``eugo.hpc.profile()``), else None.
 recorder: Recorder | None = None

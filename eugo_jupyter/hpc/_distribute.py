@@ -75,6 +75,8 @@ class DistributedFunction:
         self._fn = fn
         self._defaults = resolve_options(options or {}, "task")
         self._default = _Submitter(self._label, self._defaults, "task")
+        if self._default.optimize and _hooks.optimizer is not None:
+            _hooks.optimizer.declared()  # the workers may start numba before the first call
         self._remote: Any = None
         self._default_remote: Any = None
         self._reads: _freshness.Reads | None = None  # the globals it was exported with

@@ -315,8 +315,25 @@ with eugo.hpc.profile() as run:
     assert eugo.hpc.map(fn, items[:100]) == expected[:100]
 again = [s["numba_started_early"] for t in run.model()["tasks"]
          for s in t.get("optimizations") or [] if s["function"] == "orbit"]
+# The optimizer off again, a new cluster, and a function declared with optimize= (a cell before
+# the one that calls it): its declaration starts numba on the workers.
+eugo.hpc.set_optimize(False)
 eugo.hpc.shutdown()
-print(json.dumps({"maps": maps, "items": len(items), "again": again}))
+for attempt in range(3):
+    try:
+        eugo.hpc.init(num_cpus=1)
+        break
+    except eugo.exceptions.ClusterError:
+        if attempt == 2:
+            raise
+declared = eugo.hpc.distribute(optimize=True)(fn)
+with eugo.hpc.profile() as run:
+    assert eugo.hpc.map(declared, items[:100]) == expected[:100]
+declared_early = [s["numba_started_early"] for t in run.model()["tasks"]
+                  for s in t.get("optimizations") or [] if s["function"] == "orbit"]
+eugo.hpc.shutdown()
+print(json.dumps({"maps": maps, "items": len(items), "again": again,
+                  "declared": declared_early}))
 """
 
 
@@ -354,3 +371,5 @@ def test_a_fresh_clusters_first_optimized_map_returns_results_before_the_compile
     assert last["preparing_calls"] >= 1 and ran_compiled >= 1, (last, ran_compiled)
     # set_optimize(True), then a new cluster: its worker had numba started before the map.
     assert out["again"] and all(out["again"]), out["again"]
+    # @distribute(optimize=True) on a new cluster: numba started at the declaration.
+    assert out["declared"] and all(out["declared"]), out["declared"]

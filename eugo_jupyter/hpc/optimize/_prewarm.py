@@ -9,11 +9,11 @@ first compile) before it can compile or load anything. Two things keep that off 
   interval to get it back: at 5 ms the start took about twice as long beside the calls as
   alone.
 - :func:`fire`: when the notebook turns the optimizer on for every call (``set_optimize``,
-  ``%eugo optimize on``), at that moment and when a cluster connects later, each CPU of the
-  cluster gets one task that starts numba on a thread and returns at once (not waited on). The
-  workers import numba while they wait for the notebook's first call, which then finds it
-  loaded. Only then: a notebook that never asks for the optimizer loads no numba on its
-  workers.
+  ``%eugo optimize on``) or declares a function with it (``@distribute(optimize=True)``,
+  :func:`declare`), at that moment and when a cluster connects later, each CPU of the cluster
+  gets one task that starts numba on a thread and returns at once (not waited on). The workers
+  import numba while they wait for the notebook's first call, which then finds it loaded. Only
+  then: a notebook that never asks for the optimizer loads no numba on its workers.
 
 :func:`loading` tells the call path that numba is being started here and is not ready yet.
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
-    "fast_switching", "fire", "import_numba", "loading", "on_connect", "start_numba",
+    "declare", "fast_switching", "fire", "import_numba", "loading", "on_connect", "start_numba",
     "started_here",
 ]  # fmt: skip
 
@@ -45,6 +45,7 @@ _fired: list[Any] = []  #: the latest fire's refs (kept until the next one)
 _fired_for: tuple[str | None, str] = (None, "")  #: the connection fired for: (session, job)
 _importing = threading.Lock()  #: held by the thread importing numba (see import_numba)
 _imported = False  #: numba's import has completed in this process
+_declared = False  #: a function of this notebook was declared with optimize= (see declare)
 
 
 @contextlib.contextmanager
@@ -127,12 +128,26 @@ def _warm_worker() -> bool:
 
 
 def on_connect(connection: object) -> None:
-    """The session's connect listener (registered by ``set_optimize``): while the notebook
-    optimizes every call, a newly connected cluster's workers start numba at once."""
+    """The session's connect listener (registered by ``set_optimize`` and :func:`declare`):
+    while the notebook optimizes every call, or once it declared a function with ``optimize=``,
+    a newly connected cluster's workers start numba at once."""
     from ... import _hooks
 
-    if _hooks.optimize_default:
+    if _hooks.optimize_default or _declared:
         fire()
+
+
+def declare() -> None:
+    """A function was declared with ``optimize=`` (``@distribute(optimize=True)``): its calls
+    come later (a later cell, as a rule), so the workers start numba now, and those of each
+    cluster connected later at its connect."""
+    global _declared
+    from .. import _session
+
+    if not _declared:
+        _declared = True
+        _session.on_connect(on_connect)
+    fire()
 
 
 def fire() -> int:
