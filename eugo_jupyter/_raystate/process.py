@@ -41,6 +41,14 @@ def session_name() -> str | None:
     return getattr(getattr(global_worker, "node", None), "session_name", None)
 
 
+def in_ray_worker() -> bool:
+    """Whether this process is one of Ray's workers (it runs tasks), not a driver."""
+    import ray
+    from ray._private.worker import global_worker
+
+    return ray.is_initialized() and global_worker.mode == ray.WORKER_MODE
+
+
 def in_async_actor() -> bool:
     """Whether this worker runs an async actor, where Ray refuses a blocking ``ray.get`` (it
     warns, and would block the actor's event loop)."""

@@ -331,9 +331,17 @@ with eugo.hpc.profile() as run:
     assert eugo.hpc.map(declared, items[:100]) == expected[:100]
 declared_early = [s["numba_started_early"] for t in run.model()["tasks"]
                   for s in t.get("optimizations") or [] if s["function"] == "orbit"]
+
+@eugo.hpc.distribute
+def fired_in_worker():  # reads `declared`: shipped with it, rebuilt (declared again) there
+    from eugo_jupyter.hpc.optimize import _prewarm
+    assert declared is not None
+    return len(_prewarm._fired)
+
+worker_fired = eugo.hpc.get(fired_in_worker())
 eugo.hpc.shutdown()
 print(json.dumps({"maps": maps, "items": len(items), "again": again,
-                  "declared": declared_early}))
+                  "declared": declared_early, "worker_fired": worker_fired}))
 """
 
 
@@ -373,3 +381,6 @@ def test_a_fresh_clusters_first_optimized_map_returns_results_before_the_compile
     assert out["again"] and all(out["again"]), out["again"]
     # @distribute(optimize=True) on a new cluster: numba started at the declaration.
     assert out["declared"] and all(out["declared"]), out["declared"]
+    # Only the notebook starts numba on the workers: a worker that rebuilt the declared function
+    # sent no tasks of its own.
+    assert out["worker_fired"] == 0

@@ -152,13 +152,15 @@ def declare() -> None:
 
 def fire() -> int:
     """One numba-starting task per CPU of the connected cluster (up to ``MAX_TASKS``), once per
-    connection, not waited on; the number of tasks sent (0 when not connected)."""
+    connection, not waited on; the number of tasks sent (0 when not connected, and in a worker:
+    a declared function shipped to one is declared again there as it is rebuilt)."""
     global _fired, _fired_for
     import ray
 
-    if not ray.is_initialized():
+    from ..._raystate import in_ray_worker, session_name
+
+    if not ray.is_initialized() or in_ray_worker():
         return 0
-    from ..._raystate import session_name
 
     # A new connection is a new job of its cluster; a new cluster numbers its jobs from 1
     # again, so the connection is the cluster's session and the job together.
