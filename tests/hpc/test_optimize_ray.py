@@ -283,13 +283,16 @@ nb.cell("def orbit(seed):\\n    x = (seed % 997) / 997.0\\n    s = 0.0\\n"
 fn = nb["orbit"]
 items = list(range(40_000))
 expected = [fn(i) for i in items]
-for attempt in range(3):  # a busy machine can time a raylet's start out
-    try:
-        eugo.hpc.init(num_cpus=1)
-        break
-    except eugo.exceptions.ClusterError:
-        if attempt == 2:
-            raise
+
+def start():  # a fresh cluster of one CPU; a busy machine can time a raylet's start out
+    for attempt in range(3):
+        try:
+            return eugo.hpc.init(num_cpus=1)
+        except eugo.exceptions.ClusterError:
+            if attempt == 2:
+                raise
+
+start()
 maps = []
 for _ in range(8):  # the same map again until the worker switched (a slow machine's numba)
     with eugo.hpc.profile() as run:
@@ -304,13 +307,7 @@ for _ in range(8):  # the same map again until the worker switched (a slow machi
 # though its first job has the same number as the last cluster's.
 eugo.hpc.set_optimize(True)
 eugo.hpc.shutdown()
-for attempt in range(3):
-    try:
-        eugo.hpc.init(num_cpus=1)
-        break
-    except eugo.exceptions.ClusterError:
-        if attempt == 2:
-            raise
+start()
 with eugo.hpc.profile() as run:
     assert eugo.hpc.map(fn, items[:100]) == expected[:100]
 again = [s["numba_started_early"] for t in run.model()["tasks"]
@@ -319,13 +316,7 @@ again = [s["numba_started_early"] for t in run.model()["tasks"]
 # the one that calls it): its declaration starts numba on the workers.
 eugo.hpc.set_optimize(False)
 eugo.hpc.shutdown()
-for attempt in range(3):
-    try:
-        eugo.hpc.init(num_cpus=1)
-        break
-    except eugo.exceptions.ClusterError:
-        if attempt == 2:
-            raise
+start()
 declared = eugo.hpc.distribute(optimize=True)(fn)
 with eugo.hpc.profile() as run:
     assert eugo.hpc.map(declared, items[:100]) == expected[:100]
