@@ -46,7 +46,7 @@ def in_ray_worker() -> bool:
     import ray
     from ray._private.worker import global_worker
 
-    return ray.is_initialized() and global_worker.mode == ray.WORKER_MODE
+    return bool(global_worker.mode == ray.WORKER_MODE)  # None until connected
 
 
 def in_async_actor() -> bool:

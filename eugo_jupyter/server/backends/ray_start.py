@@ -320,25 +320,26 @@ def _run_ray_start(args: list[str], timeout: float) -> int:
         env=environment(),
         start_new_session=True,
     )
-    printed: list[str] = []
-    reader = threading.Thread(target=lambda: printed.append(proc.communicate()[0]), daemon=True)
-    reader.start()
     deadline = time.monotonic() + timeout
-    while reader.is_alive():
-        reader.join(0.5)
-        fatal = _fatal_line(temp_dir, started) if temp_dir and reader.is_alive() else None
-        if reader.is_alive() and (fatal is not None or time.monotonic() > deadline):
-            _kill_groups([proc.pid])  # `ray start` would wait on for a dying process
-            reader.join()
-            raise LaunchError(
-                f"`ray start` failed: {fatal}"
-                if fatal is not None
-                else f"`ray start` did not finish within {timeout:g} s; the machine may be "
-                "overloaded. Try again, or launch fewer nodes."
-            )
+    while True:
+        try:  # a communicate that timed out keeps what was read: asking again loses nothing
+            output, _ = proc.communicate(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            fatal = _fatal_line(temp_dir, started) if temp_dir else None
+            if fatal is None and time.monotonic() < deadline:
+                continue
+        _kill_groups([proc.pid])  # `ray start` would wait on for a dying process
+        proc.communicate()
+        raise LaunchError(
+            f"`ray start` failed: {fatal}"
+            if fatal is not None
+            else f"`ray start` did not finish within {timeout:g} s; the machine may be "
+            "overloaded. Try again, or launch fewer nodes."
+        )
     if proc.returncode != 0:
         _kill_groups([proc.pid])
-        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(printed[0])}")
+        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(output)}")
     return proc.pid
 
 
