@@ -266,7 +266,10 @@ def maps_against_pool() -> None:
             if how == "declared":
                 fn = eugo.hpc.distribute(optimize=True)(fn)
             time.sleep(gap)  # the notebook's next cell: a pause before the map
-            took = _timed(lambda fn=fn: eugo.hpc.map(fn, CELLS["orbit"][1]))
+            began = time.perf_counter()
+            got = eugo.hpc.map(fn, CELLS[name][1])
+            took = time.perf_counter() - began
+            assert got == expected[name], f"{name}: answers differ from plain Python's"
             eugo.hpc.set_optimize(False)
             measured[(f"{how} {gap:.0f}", name)] = (took, 0.0)
             said = ("set_optimize(True) before init" if how == "on"
