@@ -532,8 +532,12 @@ def test_letting_go_of_a_cluster_does_not_wait_for_a_stuck_take_but_the_pump_lea
     try:
         assert left.wait(timeout=60), "disconnect waited for the stuck take"
         assert router.hub is None
-        # The pump had left Ray when disconnect returned, without an error; the take, still
-        # waiting, is dropped.
+        # The pump had left Ray when disconnect returned (it no longer holds the pumping
+        # lock), without an error; the take, still waiting, is dropped. The thread's own
+        # record of that comes just after the lock is let go, so it is joined for first.
+        assert router.pumping.acquire(blocking=False), "disconnect returned with the pump in Ray"
+        router.pumping.release()
+        pumping.join(timeout=60)
         assert outcome == ["returned"], outcome
     finally:
         flag.touch()  # the take answers only now: had disconnect waited, it would have timed out
