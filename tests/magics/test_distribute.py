@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import _thread
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -63,25 +62,23 @@ def test_a_function_defined_in_the_cell_comes_back_usable(shell: Any, run: Any) 
 
 
 def test_prints_appear_while_the_cell_runs(
-    shell: Any, run: Any, tmp_path: Path, capsys: Any
+    shell: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
 ) -> None:
+    from eugo_jupyter.magics import distribute
+
     flag = tmp_path / "seen-first"
     shell.user_ns["flag_path"] = str(flag)
-    seen = threading.Event()
-    stop = threading.Event()
+    original_emit = distribute._emit
 
-    def watch() -> None:
-        # The cell blocks until this thread has seen its first print under the cell.
-        while not stop.is_set():
-            if "first line" in capsys.readouterr().out:
-                seen.set()
-                flag.write_text("yes")
-                return
-            time.sleep(0.05)
+    def emit(chunks: Any) -> None:
+        # The cell blocks until its first print has been written under it. (A thread reading
+        # capsys raced with the write: a line written between its read and reset was lost.)
+        original_emit(chunks)
+        if any("first line" in text for _stream, text in chunks):
+            flag.write_text("yes")
 
-    watcher = threading.Thread(target=watch, daemon=True)
+    monkeypatch.setattr(distribute, "_emit", emit)
     capsys.readouterr()
-    watcher.start()
     cell = (
         "%%distribute\nimport os, time\nprint('first line')\n"
         "deadline = time.time() + 60\n"
@@ -90,11 +87,10 @@ def test_prints_appear_while_the_cell_runs(
         "print('second line' if os.path.exists(flag_path) else 'never streamed')\n"
     )
     result = shell.run_cell(cell, store_history=True)
-    stop.set()
     out = capsys.readouterr().out
     assert result.success
-    assert seen.is_set(), "the first print did not reach the notebook before the cell ended"
-    assert "second line" in out and "never streamed" not in out
+    assert flag.exists(), "the first print did not reach the notebook before the cell ended"
+    assert "first line" in out and "second line" in out and "never streamed" not in out
     assert "(pid=" not in out
 
 
