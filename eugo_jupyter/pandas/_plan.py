@@ -178,8 +178,8 @@ def plan(
         count = max(1, min(int(partitions), rows))
         return Plan(rows, per_row_s, nbytes, slots, count, distribute=rows > 0)
     if per_row_s is None:  # no sample: what the request asked for may not exist here
-        count = max(1, min(rows, PARTS_PER_SLOT * slots, math.ceil(nbytes / MAX_PART_BYTES)))
-        count = max(count, min(rows, PARTS_PER_SLOT * slots))
+        wanted = max(PARTS_PER_SLOT * slots, math.ceil(nbytes / MAX_PART_BYTES))
+        count = max(1, min(rows, wanted))
         return Plan(rows, None, nbytes, slots, count, distribute=rows > 0)
     result = Plan(rows, per_row_s, nbytes, slots, 1, distribute=False)
     serial = per_row_s * rows

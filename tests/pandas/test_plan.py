@@ -44,6 +44,9 @@ def test_work_that_would_give_tiny_partitions_gets_fewer() -> None:
 def test_no_partition_is_larger_than_100_mb() -> None:
     decided = plan(10_000_000, 20e-6, 40 * MAX_PART_BYTES, lambda: 2, "auto")
     assert decided.partitions == 40
+    # Without a timed sample (a call whose rows could not be timed here) too.
+    unsampled = plan(10_000_000, None, 40 * MAX_PART_BYTES, lambda: 2, "auto")
+    assert unsampled.distribute and unsampled.partitions == 40
 
 
 def test_one_slot_never_splits_on_auto_but_an_explicit_count_does() -> None:
