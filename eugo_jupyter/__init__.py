@@ -73,19 +73,12 @@ class _Optimizer:
 
         return for_task(fn, mode, options, label)
 
-    def for_items(
-        self, fn: Any, mode: Any, options: Mapping[str, Any], total: int | None, slots: int
-    ) -> Any:
-        from .hpc.optimize._calls import for_items
-
-        return for_items(fn, mode, options, total, slots)
-
     def wrap(
         self, fn: Any, mode: Any, options: Mapping[str, Any], expected_calls: int | None = None
     ) -> Any:
-        from .hpc.optimize import wrap
+        from .hpc.optimize._runtime import Optimized, Settings
 
-        return wrap(fn, mode, dict(options), expected_calls)
+        return Optimized(fn, Settings.of(mode, options, expected_calls))
 
     def declared(self) -> None:
         from .hpc.optimize._prewarm import declare

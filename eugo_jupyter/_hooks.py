@@ -130,16 +130,11 @@ class Optimizer(Protocol):
         """``(function to submit, its Ray handle with options)`` for an optimized task call."""
         ...
 
-    def for_items(
-        self, fn: Any, mode: Any, options: Mapping[str, Any], total: int | None, slots: int
-    ) -> Any:
-        """A map's item function, knowing how many items each of ``slots`` workers runs."""
-        ...
-
     def wrap(
         self, fn: Any, mode: Any, options: Mapping[str, Any], expected_calls: int | None = None
     ) -> Any:
-        """``fn`` run through the optimizer (the pandas accessors, a cell's functions)."""
+        """``fn`` run through the optimizer (a map's items, the pandas accessors, a cell's
+        functions); ``expected_calls``: the calls each worker makes (a map's share), else None."""
         ...
 
     def declared(self) -> None:

@@ -19,6 +19,7 @@ lost batch into single items, so the next loss names the item that hangs, counte
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -118,8 +119,9 @@ class Run:
         opts, mode = optimize_mode(opts)
         if mode:
             _session.ensure()
-            optimizer = _hooks.the_optimizer()
-            plain = optimizer.for_items(plain, mode, opts, source.total, slots(request_of(opts)))
+            total, per = source.total, max(1, slots(request_of(opts)))
+            expected = None if total is None else max(1, math.ceil(total / per))  # per worker
+            plain = _hooks.the_optimizer().wrap(plain, mode, opts, expected)
         if timeout is not None:
             opts.setdefault("max_retries", 0)  # a replaced worker's batch is split here
         policy = None

@@ -23,7 +23,7 @@ from ... import _hooks
 from ._report import OptimizationReport
 from ._runtime import VERIFY_CALLS, Optimized, Settings, find_entry
 
-__all__ = ["OptimizationReport", "Optimized", "optimize", "set_optimize", "wrap"]
+__all__ = ["OptimizationReport", "Optimized", "optimize", "set_optimize"]
 
 
 def set_optimize(value: bool | str) -> None:
@@ -50,11 +50,6 @@ def set_optimize(value: bool | str) -> None:
 
         _session.on_connect(_prewarm.on_connect)
         _prewarm.fire()
-
-
-def wrap(fn: Any, mode: Any, options: dict[str, Any], expected_calls: int | None = None) -> Any:
-    """What a call site ships instead of ``fn`` when ``mode`` asks for an optimization."""
-    return Optimized(fn, Settings.of(mode, options, expected_calls))
 
 
 def optimize(fn: Any, *args: Any, **kwargs: Any) -> OptimizationReport:

@@ -1,23 +1,22 @@
-"""Where the call sites hand over: a task's Ray function, a map's item function.
+"""Where a task call hands over: its Ray function.
 
 Tasks: the driver works out the function's cache key on each call (its code, its helpers' code,
 the values of the globals they read), so a helper or a global changed in a later cell reaches
 the workers with the next call; one Ray function per key is kept, so an unchanged function is
-exported once. Map: the item function is wrapped once per map with the number of items each
-worker will run, which the break-even uses.
+exported once. (A map's item function is wrapped once per map, by the optimizer's ``wrap``, with
+the number of items each worker will run, which the break-even uses.)
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _candidates
 from ._runtime import Optimized, Settings
 
-__all__ = ["for_items", "for_task"]
+__all__ = ["for_task"]
 
 #: (function id, key) -> (the task function, {options key: Ray handle}); the newest per function.
 _tasks: dict[int, tuple[str, Callable[..., Any], dict[str, Any]]] = {}
@@ -55,11 +54,3 @@ def for_task(
         base = ray.remote(_output.prepare(task, label))
         remote = remotes[options_key] = base.options(**options) if options else base
     return task, remote
-
-
-def for_items(
-    fn: Any, mode: Any, options: Mapping[str, Any], total: int | None, slots: int
-) -> Optimized:
-    """The item function of a map, knowing how many items each of ``slots`` workers runs."""
-    expected = None if total is None else max(1, math.ceil(total / max(1, slots)))
-    return Optimized(fn, Settings.of(mode, options, expected))
