@@ -24,11 +24,13 @@ import functools
 import inspect
 import sys
 import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._code_identity import CodeIdentity, global_names
 
-__all__ = ["Candidates", "engine_versions", "find", "global_names", "parse", "static_reason"]
+__all__ = ["Candidates", "engine_versions", "find", "first_line", "global_names", "nodes",
+           "parse", "static_reason"]  # fmt: skip
 
 
 class Candidates(CodeIdentity):
@@ -76,7 +78,8 @@ def static_reason(fn: types.FunctionType) -> tuple[str, int, str] | None:
         return ("async", code.co_firstlineno, "an async function is not compiled; await in "
                 "Python and compile the numeric part as a plain function of its own.")  # fmt: skip
     if code.co_flags & inspect.CO_GENERATOR:
-        line = _first_line(fn, (ast.Yield, ast.YieldFrom)) or code.co_firstlineno
+        line = first_line(fn, lambda n: isinstance(n, (ast.Yield, ast.YieldFrom)))
+        line = line or code.co_firstlineno
         return (
             "generator",
             line,
@@ -86,15 +89,22 @@ def static_reason(fn: types.FunctionType) -> tuple[str, int, str] | None:
     return None
 
 
-def _first_line(fn: types.FunctionType, nodes: tuple[type, ...]) -> int | None:
-    """The first line (in the cell's own numbering) holding one of ``nodes``, if known."""
+def nodes(fn: types.FunctionType) -> Iterator[tuple[ast.AST, int]]:
+    """Each node of the function's tree that has a line, in ``ast.walk`` order, with that line
+    in the cell's own numbering (none without its source)."""
     tree = parse(fn)
     if tree is None:
-        return None
+        return
+    first = fn.__code__.co_firstlineno - 1
     for node in ast.walk(tree):
-        if isinstance(node, nodes):
-            return int(getattr(node, "lineno", 0)) + fn.__code__.co_firstlineno - 1
-    return None
+        line = getattr(node, "lineno", None)
+        if line is not None:
+            yield node, line + first
+
+
+def first_line(fn: types.FunctionType, test: Callable[[ast.AST], bool]) -> int | None:
+    """The line of the first node, in ``ast.walk`` order, that passes ``test``, if known."""
+    return next((line for node, line in nodes(fn) if test(node)), None)
 
 
 def parse(fn: types.FunctionType) -> ast.AST | None:

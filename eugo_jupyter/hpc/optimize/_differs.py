@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import types
-from collections.abc import Iterator
 from typing import Any
 
 from . import _candidates
@@ -70,20 +69,9 @@ def explain_difference(cands: _candidates.Candidates | None, fn: types.FunctionT
     return None
 
 
-def _nodes(fn: types.FunctionType) -> Iterator[tuple[ast.AST, int]]:
-    tree = _candidates.parse(fn)
-    if tree is None:
-        return
-    first = fn.__code__.co_firstlineno - 1
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", None)
-        if line is not None:
-            yield node, line + first
-
-
 def _find(fn: types.FunctionType, test: Any) -> int | None:
-    lines = [line for node, line in _nodes(fn) if test(node)]
-    return min(lines) if lines else None
+    """The smallest line holding a node that passes ``test``."""
+    return min((line for node, line in _candidates.nodes(fn) if test(node)), default=None)
 
 
 def _first(functions: list[types.FunctionType], test: Any) -> tuple[types.FunctionType, int]:
@@ -115,7 +103,7 @@ def _unsigned_store(fn: types.FunctionType) -> int | None:
     """The first store into an array made with an unsigned dtype (``dtype=np.uint16``)."""
     unsigned: set[str] = set()
     stores: list[tuple[str, int]] = []
-    for node, line in _nodes(fn):
+    for node, line in _candidates.nodes(fn):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             if any("uint" in ast.unparse(k.value) for k in node.value.keywords):
                 unsigned |= {t.id for t in node.targets if isinstance(t, ast.Name)}

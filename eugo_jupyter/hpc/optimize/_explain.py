@@ -199,14 +199,10 @@ def _internal_line(
 
 def _mask_fix(fn: types.FunctionType, line: int) -> str | None:
     """The fix for boolean mask indexing on ``line``, if that is what the line does."""
-    tree = _candidates.parse(fn)
-    if tree is None:
-        return None
-    first = fn.__code__.co_firstlineno - 1
-    for node in ast.walk(tree):
+    for node, at in _candidates.nodes(fn):
         if (
             isinstance(node, ast.Subscript)
-            and node.lineno + first == line
+            and at == line
             and isinstance(node.slice, (ast.Compare, ast.BoolOp, ast.UnaryOp))
         ):
             return (
@@ -237,23 +233,19 @@ def _owner(cands: _candidates.Candidates, filename: str, line: int) -> types.Fun
 
 
 def _construct_line(fn: types.FunctionType, kind: str) -> int | None:
-    tree = _candidates.parse(fn)
-    if tree is None:
-        return None
-    first = fn.__code__.co_firstlineno - 1
-    for node in ast.walk(tree):
-        if kind == "try/except" and isinstance(node, ast.Try):
-            return node.lineno + first
-        if kind == "with statement" and isinstance(node, (ast.With, ast.AsyncWith)):
-            return node.lineno + first
-        if (
+    def test(node: ast.AST) -> bool:
+        if kind == "try/except":
+            return isinstance(node, ast.Try)
+        if kind == "with statement":
+            return isinstance(node, (ast.With, ast.AsyncWith))
+        return (
             kind == "recursion"
             and isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id == fn.__name__
-        ):
-            return node.lineno + first
-    return None
+        )
+
+    return _candidates.first_line(fn, test)
 
 
 def _calls_itself(fn: types.FunctionType) -> bool:
