@@ -323,12 +323,6 @@ def _partition_error_class(cause: type[BaseException]) -> type[PartitionError] |
     return _combined[cause]
 
 
-def _rebuild(
-    message: str, partition: int | None, label: object, cause: BaseException | None
-) -> Any:
-    return PartitionError.raised(message, partition, label, cause)
-
-
 def _str(self: PartitionError) -> str:
     return str(self.args[0]) if self.args else ""
 
@@ -342,17 +336,13 @@ def _getattr(self: PartitionError, name: str) -> Any:
 
 
 def _reduce(self: PartitionError) -> tuple[Any, ...]:
-    return (_rebuild, (str(self), self.partition, self.label, self.__cause__))
+    return (PartitionError.raised, (str(self), self.partition, self.label, self.__cause__))
 
 
-def _init(self: PartitionError, message: str, partition: int | None, label: object) -> None:
-    PartitionError.__init__(self, message, partition, label)
-
-
-# What the combined classes override: their cause type's __init__ (whose arguments differ) and
-# __str__ (KeyError's quotes its argument), pickling by this module's name, and attribute reads.
+# What the combined classes override: __str__ (KeyError's quotes its argument), pickling by this
+# module's name, and attribute reads. (Their __init__ is PartitionError's, first in their MRO,
+# not their cause type's, whose arguments differ.)
 _AS_CAUSE: dict[str, Any] = {
-    "__init__": _init,
     "__str__": _str,
     "__getattr__": _getattr,
     "__reduce__": _reduce,
