@@ -36,6 +36,7 @@ __all__ = [
     "build",
     "helpers_only",
     "numba_module",
+    "rebind",
 ]
 
 INSTALL_HINT = (
@@ -82,7 +83,8 @@ class Compiled:
         return [", ".join(str(t) for t in sig) for sig in self.dispatcher.signatures]
 
 
-def _rebind(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType:
+def rebind(fn: types.FunctionType, names: dict[str, Any]) -> types.FunctionType:
+    """A copy of ``fn`` that reads ``names`` in place of those globals (nothing else changes)."""
     namespace = dict(fn.__globals__)
     namespace.update(names)
     new = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
@@ -105,7 +107,7 @@ def _jit(
     folder: Any,
 ) -> Any:  # fmt: skip
     if "print" in _candidates.global_names(fn) and "print" not in fn.__globals__:
-        # ``fn`` is a copy made by _rebind: its namespace is ours to bind the print numba types
+        # ``fn`` is a copy made by rebind: its namespace is ours to bind the print numba types
         fn.__globals__["print"] = _numba_private.typed_print()
     dispatcher = numba.njit(fn, parallel=parallel, fastmath=False, cache=False)
     cache = _nodecache.attach(dispatcher, folder)
@@ -120,7 +122,7 @@ def _jit_helpers(
     """Each helper as a (lazy) serial dispatcher, callees first, calling each other compiled."""
     compiled: dict[str, Any] = {}
     for name, helper in cands.helpers.items():
-        jitted = _jit(numba, _rebind(helper, compiled), False, caches, folder)
+        jitted = _jit(numba, rebind(helper, compiled), False, caches, folder)
         compiled[name] = _self_bound(jitted)
     return compiled
 
@@ -136,7 +138,7 @@ def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: b
     folder, why = _nodecache.folder_for(cands.node_key(parallel))
     caches: list[_nodecache.Folder] = []
     compiled = _jit_helpers(numba, cands, caches, folder)
-    dispatcher = _self_bound(_jit(numba, _rebind(cands.fn, compiled), parallel, caches, folder))
+    dispatcher = _self_bound(_jit(numba, rebind(cands.fn, compiled), parallel, caches, folder))
     own = caches[-1] if folder is not None and caches else None
     if own is not None and parallel:
         own.hold()  # saved once it is known to be kept (it may find nothing parallel)
@@ -214,7 +216,7 @@ class HelpersOnly:
     def __init__(self, fn: types.FunctionType, helpers: dict[str, _Helper], why: str) -> None:
         self.helpers = helpers
         self.why = why  # why the function itself is not compiled
-        self.py_func = _rebind(fn, dict(helpers))
+        self.py_func = rebind(fn, dict(helpers))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.py_func(*args, **kwargs)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._units import format_seconds as _fmt
-from . import _verify
+from . import _compile, _verify
 
 __all__ = ["ArrayNamespace", "Runner", "Trial", "namespace", "numpy_names", "rebind", "trial"]
 
@@ -65,12 +65,7 @@ def numpy_names(fn: types.FunctionType) -> list[str]:
 
 def rebind(fn: types.FunctionType, module: Any) -> types.FunctionType:
     """``fn`` with its ``numpy`` names bound to ``module`` (nothing else changes)."""
-    names = dict(fn.__globals__)
-    for name in numpy_names(fn):
-        names[name] = module
-    new = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    return new
+    return _compile.rebind(fn, dict.fromkeys(numpy_names(fn), module))
 
 
 @dataclass
