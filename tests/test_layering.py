@@ -405,7 +405,7 @@ def test_other_libraries_private_names_have_one_owner_each() -> None:
 def _numba_imports_unguarded(path: Path) -> list[str]:
     """Imports of numba in ``path`` not made through ``import_numba``: ``import numba`` outside
     that function, and numba's parts imported in a function that did not call ``import_numba``
-    (or ``numba_module``) before. ``numba.core.errors`` is let be: it is imported only after a
+    before. ``numba.core.errors`` is let be: it is imported only after a
     compiled call raised, numba being loaded."""
     tree = ast.parse(path.read_text(), str(path))
     found = []
@@ -429,8 +429,7 @@ def _numba_imports_unguarded(path: Path) -> list[str]:
             continue
         guarded = any(
             isinstance(call, ast.Call)
-            and getattr(call.func, "id", getattr(call.func, "attr", "")) in (
-                "import_numba", "numba_module")
+            and getattr(call.func, "id", getattr(call.func, "attr", "")) == "import_numba"
             and call.lineno < node.lineno
             for f in inside for call in ast.walk(f)
         )  # fmt: skip

@@ -22,9 +22,9 @@ NAME = "compiling"
 def compile_check(fn: Any, item: Any, shared: dict[str, Any], m: Measurements,
                   p: Prediction, mode: Any) -> Check | None:  # fmt: skip
     """A checklist line saying whether ``optimize=True`` would pay, with the numbers."""
-    from ..optimize import _compile, optimize
+    from ..optimize import _prewarm, optimize
 
-    if _compile.numba_module() is None:
+    if _prewarm.import_numba() is None:
         return Check(
             NAME, None, "numba is not installed: compiling was not tried", "pip install numba"
         )

@@ -35,7 +35,6 @@ __all__ = [
     "argument_types",
     "build",
     "helpers_only",
-    "numba_module",
     "rebind",
 ]
 
@@ -43,12 +42,6 @@ INSTALL_HINT = (
     "numba is not installed here, so nothing was compiled and the plain function ran. Install "
     "it in the notebook's environment (and the workers'): pip install numba"
 )
-
-
-def numba_module() -> Any | None:
-    """numba, or None where it is not installed (one importing thread at a time: see
-    :func:`._prewarm.import_numba`)."""
-    return _prewarm.import_numba()
 
 
 @dataclass
@@ -133,7 +126,7 @@ _NOTHING_PARALLEL = "parallel=True found nothing to run in parallel, so the seri
 def build(cands: _candidates.Candidates, signature: tuple[Any, ...], parallel: bool) -> Compiled:
     """Compile ``cands`` for ``signature`` (or load it from the node cache); raises numba's
     error when it cannot."""
-    numba = numba_module()
+    numba = _prewarm.import_numba()
     assert numba is not None
     folder, why = _nodecache.folder_for(cands.node_key(parallel))
     caches: list[_nodecache.Folder] = []
@@ -253,7 +246,7 @@ class HelpersOnly:
 
 def helpers_only(cands: _candidates.Candidates, why: str) -> Compiled:
     """``cands.fn`` kept Python over its helpers compiled lazily (serial, never fastmath)."""
-    numba = numba_module()
+    numba = _prewarm.import_numba()
     assert numba is not None
     folder, no_cache = _nodecache.folder_for(cands.node_key(False))
     caches: list[_nodecache.Folder] = []
