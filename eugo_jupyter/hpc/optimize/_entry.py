@@ -41,10 +41,11 @@ from . import (
     _decide,
     _explain,
     _nodecache,
+    _prewarm,
     _threads,
     _verify,
 )
-from ._record import SAMPLE_CALLS, SAMPLE_S, State, _installed, _numba_ready
+from ._record import SAMPLE_CALLS, SAMPLE_S, State, _numba_ready
 from ._verifying import Verifying
 
 __all__ = ["Entry"]
@@ -152,7 +153,7 @@ class Entry(Verifying):
             self._keep_python(f"{kind} at line {line}")
             return False
         numba_was_loaded = _numba_ready()  # the first compile also pays numba's start
-        if not numba_was_loaded and not _installed("numba"):
+        if not numba_was_loaded and not _prewarm.numba_installed():
             warnings.warn(_compile.INSTALL_HINT, stacklevel=4)
             self._keep_python(_compile.INSTALL_HINT)
             return False

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
-    "declare", "fast_switching", "fire", "import_numba", "loading", "on_connect", "start_numba",
-    "started_here",
+    "declare", "fast_switching", "fire", "import_numba", "loading", "numba_installed",
+    "on_connect", "start_numba", "started_here",
 ]  # fmt: skip
 
 #: The switch interval while numba starts beside calls running Python.
@@ -88,6 +88,14 @@ def import_numba() -> Any | None:
         return numba
 
 
+def numba_installed() -> bool:
+    """Whether numba can be imported, without importing it (its import takes ~1 s)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _start() -> None:
     with fast_switching(), contextlib.suppress(Exception):
         numba = import_numba()
@@ -100,12 +108,7 @@ def start_numba() -> bool:
     numba is loaded already, started before, or not installed."""
     global _thread
     with _lock:
-        if _thread is not None or "numba" in sys.modules:
-            return False
-        try:
-            if importlib.util.find_spec("numba") is None:
-                return False
-        except (ImportError, ValueError):
+        if _thread is not None or "numba" in sys.modules or not numba_installed():
             return False
         _thread = threading.Thread(target=_start, daemon=True, name="eugo-optimize-numba")
         _thread.start()
@@ -121,10 +124,6 @@ def loading() -> bool:
 def started_here() -> bool:
     """Whether :func:`start_numba` started numba in this process (``stats()`` says so)."""
     return _thread is not None
-
-
-def _warm_worker() -> bool:
-    return start_numba()
 
 
 def on_connect(connection: object) -> None:
@@ -172,7 +171,7 @@ def fire() -> int:
     except Exception:  # noqa: BLE001 - a cluster going away: nothing to warm
         return 0
     count = max(0, min(cpus, MAX_TASKS))
-    remote = ray.remote(_warm_worker).options(
+    remote = ray.remote(start_numba).options(
         num_cpus=1, max_retries=0, scheduling_strategy="SPREAD", name="eugo-optimize-start"
     )
     _fired = [remote.remote() for _ in range(count)]

@@ -7,7 +7,6 @@ holds the state, the compiled version and the counts, and turns them into ``stat
 from __future__ import annotations
 
 import enum
-import importlib.util
 import os
 import statistics
 import sys
@@ -168,14 +167,6 @@ class Record:
 def _numba_ready() -> bool:
     """Numba is loaded here (not still being started by :mod:`._prewarm`)."""
     return "numba" in sys.modules and not _prewarm.loading()
-
-
-def _installed(name: str) -> bool:
-    """Whether ``name`` can be imported, without importing it (numba's import takes ~1 s)."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _call_text(args: tuple) -> str:
