@@ -252,6 +252,23 @@ def _calls_itself(fn: types.FunctionType) -> bool:
     return fn.__name__ in _candidates.global_names(fn)
 
 
+_RECURSION_FIX = (
+    "recursion numba cannot type: write it as a loop (keep a running value or an explicit stack "
+    "in an array)."
+)
+_GLOBAL_FIX = (
+    "which numba cannot read: make it a NumPy array or a tuple (a global's value is fixed when "
+    "the function compiles)."
+)
+
+
+def _unknown_library(what: str, used: str) -> tuple[str, str]:
+    return "call into an unknown library", (
+        f"numba does not know {what}: move the numeric part into a function of its own, which "
+        f"is compiled, and call it from a Python function that uses {used}."
+    )
+
+
 def _classify(
     cands: _candidates.Candidates, fn: types.FunctionType, line: int, message: str
 ) -> tuple[str, str]:
@@ -261,34 +278,17 @@ def _classify(
         name = untyped[1]
         value = fn.__globals__.get(name)
         if name == fn.__name__:
-            return "recursion", (
-                "recursion numba cannot type: write it as a loop (keep a running value or an "
-                "explicit stack in an array)."
-            )
+            return "recursion", _RECURSION_FIX
         if isinstance(value, (list, dict, set)):
-            return "global container", (
-                f"{name} is a global {type(value).__name__}, which numba cannot read: make it a "
-                f"NumPy array or a tuple (a global's value is fixed when the function compiles)."
-            )
+            return "global container", f"{name} is a global {type(value).__name__}, {_GLOBAL_FIX}"
         module = getattr(value, "__module__", None) or type(value).__module__
-        return "call into an unknown library", (
-            f"numba does not know {name} (from {module}): move the numeric part into a function "
-            "of its own, which is compiled, and call it from a Python function that uses "
-            f"{name}."
-        )
+        return _unknown_library(f"{name} (from {module})", name)
     constant = re.search(r"assigned to variable '(\w+)' in globals", message)
     if constant:
-        return "global container", (
-            f"{constant[1]} is a global list or dict, which numba cannot read: make it a NumPy "
-            "array or a tuple (a global's value is fixed when the function compiles)."
-        )
+        return "global container", f"{constant[1]} is a global list or dict, {_GLOBAL_FIX}"
     library = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", message)
     if library:
-        return "call into an unknown library", (
-            f"numba does not know {library[2]}.{library[1]}: move the numeric part into a "
-            "function of its own, which is compiled, and call it from a Python function that "
-            f"uses {library[2]}.{library[1]}."
-        )
+        return _unknown_library(f"{library[2]}.{library[1]}", f"{library[2]}.{library[1]}")
     if "context manager" in message or code.startswith(("with ", "async with ")):
         return "with statement", (
             "a with block (a file, a lock, a context manager) numba cannot compile: keep the "
@@ -309,10 +309,7 @@ def _classify(
     if re.search(r"(cannot type infer|recursive|recursion)", message, re.I) or (
         _calls_itself(fn) and fn.__name__ + "(" in code
     ):
-        return "recursion", (
-            "recursion numba cannot type: write it as a loop (keep a running value or an explicit "
-            "stack in an array)."
-        )
+        return "recursion", _RECURSION_FIX
     if "yield" in code.split():
         return "generator", "a generator: fill and return an array instead of yielding values."
     if re.search(r"list\(undefined\)|Cannot infer the type of variable .*list", message):
@@ -347,13 +344,10 @@ def _classify(
             "a value may be None: replace missing values by np.nan (or a sentinel number) before "
             "the call."
         )
-    if re.search(r"No implementation of function Function\(<(built-in )?function (\w+)", message):
-        found = re.search(
-            r"No implementation of function Function\(<(?:built-in )?function (\w+)", message
-        )
-        name = found[1] if found else "this function"
+    unsupported = r"No implementation of function Function\(<(?:built-in )?function (\w+)"
+    if found := re.search(unsupported, message):
         return "unsupported call", (
-            f"numba has no version of {name} for these argument types: call it outside the "
+            f"numba has no version of {found[1]} for these argument types: call it outside the "
             "compiled function, or pass arguments of the types its documentation lists."
         )
     return "not compilable", (
