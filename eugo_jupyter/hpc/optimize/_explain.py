@@ -36,10 +36,6 @@ class Help:
     numba_message: str = ""
     source_line: str = field(default="")
 
-    def text(self) -> str:
-        shown = f": {self.source_line.strip()}" if self.source_line.strip() else ""
-        return f"{self.function}, line {self.line}{shown}\n  {self.kind}: {self.fix}"
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "function": self.function,
