@@ -130,7 +130,7 @@ class ResourceOptions(widgets.VBox):
             lambda ch: self._from_input("gpu_memory", ch["new"].strip() or None), "value"
         )
         for button, fraction in zip(self._gpu_buttons, GPU_FRACTIONS, strict=True):
-            button.on_click(lambda _b, f=fraction: self._set_gpus(f))
+            button.on_click(lambda _b, f=fraction: setattr(self, "num_gpus", f))
         self._refresh()
 
     # -- validation: the API's rules, as trait errors with the API's sentence
@@ -176,9 +176,6 @@ class ResourceOptions(widgets.VBox):
             setattr(self, key, value)
         except traitlets.TraitError as exc:
             self._show_warning(str(exc))
-
-    def _set_gpus(self, fraction: float) -> None:
-        self.num_gpus = fraction
 
     def _refresh(self) -> None:
         options: dict[str, Any] = {"num_cpus": _number(self.num_cpus)}
