@@ -81,33 +81,31 @@ def _torch_cuda() -> Any:
 
 def _nvml_view(gpu_ids: list[str]) -> dict[str, Any]:
     """NVML's view of this process on its devices: seen, its memory, the devices' total memory."""
-    nvml, error = _nvml.start()
-    if nvml is None:
-        return {"error": error}
-    try:
-        visible = [
-            v.strip()
-            for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")
-            if v.strip()
-        ]
-        handles = []
-        for ident in visible or gpu_ids:
-            handles.append(
-                nvml.nvmlDeviceGetHandleByUUID(ident) if ident.startswith(("GPU-", "MIG-"))
-                else nvml.nvmlDeviceGetHandleByIndex(int(ident))
-            )  # fmt: skip
-        seen, used, total = False, 0, 0
-        for handle in handles:
-            total = max(total, int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
-            for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if proc.pid == os.getpid():
-                    seen = True
-                    used = max(used, int(proc.usedGpuMemory or 0))
-        return {"error": None, "seen": seen, "used": used, "total": total or None}
-    except Exception as exc:  # noqa: BLE001
-        return {"error": str(exc)}
-    finally:
-        _nvml.stop(nvml)
+    with _nvml.session() as (nvml, error):
+        if nvml is None:
+            return {"error": error}
+        try:
+            visible = [
+                v.strip()
+                for v in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")
+                if v.strip()
+            ]
+            handles = []
+            for ident in visible or gpu_ids:
+                handles.append(
+                    nvml.nvmlDeviceGetHandleByUUID(ident) if ident.startswith(("GPU-", "MIG-"))
+                    else nvml.nvmlDeviceGetHandleByIndex(int(ident))
+                )  # fmt: skip
+            seen, used, total = False, 0, 0
+            for handle in handles:
+                total = max(total, int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
+                for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    if proc.pid == os.getpid():
+                        seen = True
+                        used = max(used, int(proc.usedGpuMemory or 0))
+            return {"error": None, "seen": seen, "used": used, "total": total or None}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": str(exc)}
 
 
 def measure(
