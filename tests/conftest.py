@@ -217,9 +217,9 @@ def gpu_cluster() -> Iterator[object]:
 
 
 def _no_gpu_reason() -> str | None:
-    from eugo_jupyter.gpu.probe import nvml_devices
+    from eugo_jupyter._nvml import devices
 
-    view = nvml_devices()
+    view = devices()
     if view["error"]:
         return (
             f"needs a real NVIDIA GPU; none here ({view['error']}); "

@@ -27,23 +27,13 @@ import time
 from typing import Any
 
 from .. import _nvml
-from .._nvml import DeviceList
 
-__all__ = ["GPU_LIBRARIES", "nvml_devices", "probe"]
+__all__ = ["GPU_LIBRARIES", "probe"]
 
 #: Modules whose presence in a process means it may have used a GPU without torch.
 GPU_LIBRARIES = ("torch", "cupy", "jax", "tensorflow", "numba.cuda", "pycuda")
 
 _KERNEL_SIZE = 1024  # a 1024x1024 float32 matmul: 4 MiB per operand, milliseconds on any GPU
-
-
-def nvml_devices() -> DeviceList:
-    """Every NVIDIA device on this node as NVML sees them (runs as a task on GPU nodes).
-
-    >>> nvml_devices()["error"]            # doctest: +SKIP
-    'NVML could not start (NVML Shared Library Not Found); no NVIDIA driver is loaded on this node'
-    """
-    return _nvml.devices()
 
 
 def _visible_handle(nvml: Any, torch_uuid: str | None) -> Any:
@@ -132,7 +122,7 @@ def probe(
     except ImportError as exc:
         torch = None  # type: ignore[assignment]
         facts["torch_error"] = f"torch is not installed ({exc.name or exc})"
-    nvml_view = nvml_devices()
+    nvml_view = _nvml.devices()
     facts["nvml_error"] = nvml_view["error"]
     facts["nvml_reason"] = nvml_view["reason"]
     facts["nvml_driver"] = nvml_view["driver"]

@@ -83,11 +83,11 @@ def _nvml_on_node(node_id: str) -> Any:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from .probe import nvml_devices
+    from .. import _nvml
 
-    task = ray.remote(num_cpus=0)(nvml_devices)
-    return task.options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+    task = ray.remote(num_cpus=0)(_nvml.devices)
+    return task.options(  # the task keeps the name it had, nvml_devices
+        name="nvml_devices", scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
     ).remote()
 
 

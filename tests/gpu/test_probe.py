@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import eugo_jupyter as eugo
-from eugo_jupyter.gpu.probe import nvml_devices, probe
+from eugo_jupyter._nvml import devices
+from eugo_jupyter.gpu.probe import probe
 
 
 def test_nvml_absent_is_reported_with_its_reason() -> None:
-    view = nvml_devices()
+    view = devices()
     assert view["devices"] == [] and view["driver"] is None
     assert "NVML could not start" in view["error"]
 
