@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ._raystate import NodeFacts, Snapshot
 from ._units import format_bytes
@@ -168,9 +167,6 @@ class WaitingList(list):  # type: ignore[type-arg]
         return "\n".join(lines)
 
     __repr__ = __str__
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(str(self))
 
     def _repr_html_(self) -> str:
         if not self:
