@@ -30,11 +30,10 @@ def collect_all(
     fn: Any, items: Iterable[Any], *, ordered: bool, options: dict[str, Any], **keywords: Any
 ) -> Any:
     """``map``: every batch's results kept, in input order (or as they finished)."""
-    extra = {k: keywords.pop(k) for k in list(keywords) if k not in _RUN_KEYWORDS}
     journal = _journal_keywords(keywords)
     if journal is not None:
-        return _collect_journaled(fn, items, journal, ordered, {**extra, **options}, keywords)
-    run = Run(fn, items, options={**extra, **options}, **keywords)
+        return _collect_journaled(fn, items, journal, ordered, options, keywords)
+    run = Run(fn, items, options=options, **keywords)
     chunks: dict[int, list[Any]] = {}
     order: list[int] = []
     try:
@@ -52,27 +51,13 @@ def collect_all(
     if run.collect:
 
         def rerun(fixed: Any, failed_items: list[Any]) -> MapResults:
-            again = dict(run.keywords, errors="collect")
+            again = dict(keywords, errors="collect")
             return collect_all(  # type: ignore[no-any-return]
-                fn if fixed is None else fixed, failed_items, ordered=True, options={}, **again
+                fn if fixed is None else fixed, failed_items, ordered=True, options=options, **again
             )
 
         out._rerun = rerun  # type: ignore[attr-defined]
     return out
-
-
-_RUN_KEYWORDS = {
-    "batch_size",
-    "progress",
-    "shared",
-    "errors",
-    "retries",
-    "timeout",
-    "backups",
-    "journal",
-    "key",
-    "rerun_failed",
-}
 
 
 def _journal_keywords(keywords: dict[str, Any]) -> tuple[Any, Any, bool] | None:

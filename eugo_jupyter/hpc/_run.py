@@ -106,15 +106,6 @@ class Run:
         if not isinstance(items, Sequence) and not hasattr(items, "__iter__"):
             raise TypeError(f"eugo.hpc.map needs an iterable of items, not {type(items).__name__}.")
         self.fn, self.label, self.collect, self.timeout = fn, label, errors == "collect", timeout
-        self.keywords = {
-            "batch_size": batch_size,
-            "progress": progress,
-            "shared": shared,
-            "retries": retries,
-            "timeout": timeout,
-            "backups": backups,
-            **options,
-        }
         source = _Items(items)
         opts, mode = optimize_mode(opts)
         if mode:
