@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import eugo_jupyter as eugo
-from eugo_jupyter.hpc._session import use_token_auth
+from eugo_jupyter._raystate import enable_token_auth
 
 #: (label, per-item seconds, items, bytes per item, distinct payload per item)
 GRID = [
@@ -110,7 +110,7 @@ def one_node(grid: list[tuple[str, float, int, int, bool]]) -> list[dict[str, An
 def two_nodes(grid: list[tuple[str, float, int, int, bool]]) -> list[dict[str, Any]]:
     from ray.cluster_utils import Cluster
 
-    use_token_auth()
+    enable_token_auth()
     # ray.cluster_utils gives each node a 150 MiB object store; map's batches in flight of the
     # data-heavy cells (six of up to 50 MB) would spill to disk, which no real node does at
     # that size: give each node a store of a small real one

@@ -107,7 +107,7 @@ def speaks_gcs(address: str, timeout: float = 5.0) -> bool:
 
 
 def client_sends_token() -> bool:
-    """Whether this process sends a Ray token when it connects (after ``use_token_auth``)."""
+    """Whether this process sends a Ray token when it connects (after ``enable_token_auth``)."""
     mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower()
     return mode == "token"
 

@@ -163,12 +163,12 @@ def _two_nodes(
     """The nodes of :func:`two_node_cluster`, started but not connected to."""
     from ray.cluster_utils import Cluster
 
-    from eugo_jupyter.hpc._session import use_token_auth
+    from eugo_jupyter._raystate import enable_token_auth
 
     # Start the nodes in the auth mode a kernel connects with (as `ray start` does when this
     # account has a Ray token): a driver sending tokens to nodes that expect none sees its own
     # objects' owner "die".
-    use_token_auth()
+    enable_token_auth()
     head = {"num_cpus": head_cpus, "num_gpus": 0, "dashboard_host": "127.0.0.1"}
     cluster = _node_started(lambda: Cluster(initialize_head=True, head_node_args=head))
     try:

@@ -6,20 +6,17 @@ is here is internal: it may change between releases; users import ``eugo_jupyter
 
 - the session: :func:`ensure`, :func:`connection`, :func:`held` (the connection, never
   connecting), :func:`probe` (try a cluster without switching), :func:`on_disconnect` (where a
-  per-cluster cache resets), :func:`use_token_auth`;
+  per-cluster cache resets);
 - options: :func:`validate_options` (pure), :func:`resolve_options` (sizes ``gpu_memory``),
   :func:`request_of`, :func:`format_options`;
 - the cluster's state and the feasibility verdicts: :func:`describe_cluster` (``cluster()``'s
-  view of a given connection), :func:`current_snapshot`, :func:`snapshot`,
-  :func:`infeasible_message`, :func:`infeasible_reason` (with :func:`needs_sentence` and
-  :func:`missing_everywhere`, its parts as data), :func:`fix_for`, :func:`waiting_from`,
-  :func:`describe_request`, :func:`diagnose`;
+  view of a given connection), :func:`current_snapshot`, :func:`infeasible_message`,
+  :func:`infeasible_reason` (with :func:`needs_sentence` and :func:`missing_everywhere`, its
+  parts as data), :func:`fix_for`;
 - the batching engine shared by ``map`` and the pandas accessors: :class:`Engine`, :class:`Unit`,
   :class:`Failure`, :func:`fetch`, :func:`slots`, :func:`unit_work`;
 - serialization diagnosis: :func:`explain_unpicklable`;
 - notebook cells: :mod:`eugo_jupyter.hpc.cells` (``analyze``, ``submit_cell``, ``CellRun``);
-- Ray's private APIs, used only through :mod:`eugo_jupyter._raystate`:
-  :func:`dashboard_auth_headers`, :func:`published_dashboard`;
 - :mod:`hooks <eugo_jupyter._hooks>`: where a profile, the GPU audit, the magics and the GPU
   sizing plug in.
 
@@ -33,20 +30,12 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _hooks as hooks
-from .._feasibility import (
-    describe_request,
-    fix_for,
-    infeasible_reason,
-    missing_everywhere,
-    needs_sentence,
-    waiting_from,
-)
-from .._raystate import NodeFacts, Snapshot, dashboard_auth_headers, published_dashboard, snapshot
+from .._feasibility import fix_for, infeasible_reason, missing_everywhere, needs_sentence
+from .._raystate import NodeFacts
 from . import cells
 from ._batching import Engine, Failure, Unit, fetch, slots, unit_work
 from ._checks import current_snapshot, explain_unpicklable, infeasible_message
 from ._cluster import describe as describe_cluster
-from ._futures import diagnose
 from ._options import (
     RAY_TASK_OPTIONS,
     format_options,
@@ -55,7 +44,7 @@ from ._options import (
     resolve_options,
     validate_options,
 )
-from ._session import connection, ensure, held, on_disconnect, use_token_auth
+from ._session import connection, ensure, held, on_disconnect
 from ._target import probe
 
 __all__ = [
@@ -63,14 +52,10 @@ __all__ = [
     "Engine",
     "Failure",
     "NodeFacts",
-    "Snapshot",
     "connection",
     "current_snapshot",
-    "dashboard_auth_headers",
     "cells",
     "describe_cluster",
-    "describe_request",
-    "diagnose",
     "ensure",
     "explain_unpicklable",
     "fetch",
@@ -87,16 +72,12 @@ __all__ = [
     "needs_sentence",
     "on_disconnect",
     "probe",
-    "published_dashboard",
     "request_of",
     "resolve_options",
     "slots",
-    "snapshot",
     "Unit",
     "unit_work",
-    "use_token_auth",
     "validate_options",
-    "waiting_from",
 ]
 
 

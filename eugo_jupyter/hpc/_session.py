@@ -127,9 +127,13 @@ def _start(target: str | None, wants: bool | None, ray_kwargs: dict[str, Any]) -
             config.setdefault("worker_niceness", 0)
             ray_kwargs["_system_config"] = config
         return _start_embedded(ray_kwargs)
-    _keep_process_alive()  # before Ray reads its config (use_token_auth does)
+    _keep_process_alive()  # before Ray reads its config (enable_token_auth does)
     _notice_lost_machines()
-    use_token_auth()
+    # Send this account's Ray token (~/.ray/auth_token): a cluster started by `ray start` has
+    # token authentication on, but a client only sends the token when RAY_AUTH_MODE=token;
+    # Ray's own `ray start` enables it the same way when a token exists. An explicit
+    # RAY_AUTH_MODE is left alone.
+    _raystate.enable_token_auth()
     mismatch = None if wants is None else mismatch_sentence(target, wants)
     if mismatch:
         raise ClusterError(mismatch)
@@ -247,18 +251,6 @@ def _private_temp_dir() -> str:
     _own_temp = tempfile.mkdtemp(prefix="eugo-k-")  # mode 0700, owned by us
     atexit.register(_at_exit)
     return ray_temp_dir(_own_temp)
-
-
-def use_token_auth() -> None:
-    """Send this account's Ray token (``~/.ray/auth_token``) when connecting to a cluster.
-
-    A cluster started by ``ray start`` has token authentication on, but a client only sends the
-    token when ``RAY_AUTH_MODE=token``; Ray's own ``ray start`` enables it the same way when a
-    token exists. An explicit ``RAY_AUTH_MODE`` is left alone.
-    """
-    from .._raystate import enable_token_auth
-
-    enable_token_auth()
 
 
 def _existing() -> Connection:

@@ -51,12 +51,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def island(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from eugo_jupyter.hpc._session import use_token_auth
+    from eugo_jupyter._raystate import enable_token_auth
 
     data = tmp_path_factory.mktemp("data")
     (data / "tile.npy").write_bytes(b"\x93NUMPY" + bytes(100))
     eugo.hpc.shutdown()
-    use_token_auth()  # the worker node's `ray start` inherits the auth mode the head uses
+    enable_token_auth()  # the worker node's `ray start` inherits the auth mode the head uses
     # The head is this process's embedded Ray (its dashboard on a free port: Ray's task events,
     # which name the node a task ran on, come through it).
     head = eugo.hpc.init(num_cpus=1, dashboard_port=_free_port())

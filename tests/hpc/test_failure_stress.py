@@ -37,9 +37,9 @@ STRESS = textwrap.dedent(
     nodes = int(sys.argv[1])
     if nodes == 2:
         from ray.cluster_utils import Cluster
-        from eugo_jupyter.hpc._session import use_token_auth
+        from eugo_jupyter._raystate import enable_token_auth
 
-        use_token_auth()
+        enable_token_auth()
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
         cluster.add_node(num_cpus=4)
         cluster.wait_for_nodes()
