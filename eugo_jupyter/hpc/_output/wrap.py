@@ -101,9 +101,15 @@ async def _async_generator_printing(fn: Callable[..., Any], hub_name: str, args:
         await sink.finish_async()
 
 
-def _wrapped(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
-    """``fn`` with its prints sent to the hub; of the same kind (plain, coroutine, generator,
-    async generator), which Ray reads to run it, and named as ``fn``, which Ray names it by."""
+def wrap(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
+    """``fn`` as a task body whose prints go to the hub; of the same kind (plain, coroutine,
+    generator, async generator), which Ray reads to run it, and named as ``fn``, which Ray names
+    the task by.
+
+    Each kind's body only forwards to a function of this module: named as ``fn``, the body is
+    pickled by value when ``fn`` is (a notebook's function), and so are the globals it reads,
+    which the module's functions are not (its context variable could not be).
+    """
     if inspect.isasyncgenfunction(fn):
 
         async def agen(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -132,11 +138,6 @@ def _wrapped(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
     return functools.wraps(fn)(run)
 
 
-def wrap(fn: Callable[..., Any], hub_name: str) -> Callable[..., Any]:
-    """``fn`` as a task body whose prints go to the hub; Ray names the task after ``fn``."""
-    return _wrapped(fn, hub_name)
-
-
 def wrap_class(cls: type, hub_name: str) -> type:
     """``cls`` as an actor class whose methods (and ``__init__``) send their prints to the hub.
 
@@ -154,7 +155,7 @@ def wrap_class(cls: type, hub_name: str) -> type:
             # __init__ runs as the actor's creation task: its prints go under the creating cell.
             if name.startswith("__") and name != "__init__":
                 continue
-            namespace[name] = _wrapped(member, hub_name)
+            namespace[name] = wrap(member, hub_name)
     wrapped = type(cls.__name__, (cls,), namespace)
     wrapped.__qualname__ = cls.__qualname__
     wrapped.__module__ = cls.__module__
