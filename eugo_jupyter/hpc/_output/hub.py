@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["FLUSH_INTERVAL", "CallSink", "Chunks", "OutputHub"]
@@ -145,25 +146,26 @@ class CallSink:
         tail = self._take()
         return None if not self.started or self.lost else tail
 
-    def finish(self) -> None:
-        """Send the rest and wait until the hub holds every batch (only if anything printed)."""
+    def _finishing(self) -> Iterator[Any]:
+        """The hub's replies to wait on, each before the next is sent: the rest, then the end
+        (none when nothing was printed)."""
         tail = self._tail()
         if tail is None:
             return
         if tail:
-            _wait(self._hub.write.remote(self._key, self.sent, tail))
+            yield self._hub.write.remote(self._key, self.sent, tail)
             self.sent += 1
-        _wait(self._hub.done.remote(self._key, self.sent))
+        yield self._hub.done.remote(self._key, self.sent)
+
+    def finish(self) -> None:
+        """Send the rest and wait until the hub holds every batch (only if anything printed)."""
+        for ref in self._finishing():
+            _wait(ref)
 
     async def finish_async(self) -> None:
         """:meth:`finish` for an async actor: awaits the hub instead of blocking its loop."""
-        tail = self._tail()
-        if tail is None:
-            return
-        if tail:
-            await self._hub.write.remote(self._key, self.sent, tail)
-            self.sent += 1
-        await self._hub.done.remote(self._key, self.sent)
+        for ref in self._finishing():
+            await ref
 
     def _step_batch(self) -> Any:
         """Send what a generator step printed now: the hub's reply, to wait on (or None)."""
