@@ -24,17 +24,19 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["CodeIdentity", "fingerprint", "global_names"]
+__all__ = ["CodeIdentity", "codes", "fingerprint", "global_names"]
 
 #: Arrays up to this size are hashed by content; larger ones by shape, dtype and identity.
 _HASH_BYTES_LIMIT = 8 * 2**20
 
 
-def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+def codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code objects nested in it (functions, lambdas, comprehensions), each
+    before the ones nested in it."""
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _codes(const)
+            yield from codes(const)
 
 
 def global_names(fn: types.FunctionType) -> list[str]:
@@ -46,7 +48,7 @@ def global_names(fn: types.FunctionType) -> list[str]:
 def _code_globals(top: types.CodeType) -> tuple[str, ...]:
     # Read once per code object: a task call works out its key on every submission.
     names: list[str] = []
-    for code in _codes(top):
+    for code in codes(top):
         for ins in dis.get_instructions(code):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
                 if ins.argval not in names:

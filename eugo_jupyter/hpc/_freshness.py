@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _raystate
+from ._code_identity import codes
 
 __all__ = ["SMALL", "Reads", "by_value", "reads_of"]
 
@@ -80,13 +81,6 @@ def _probe(value: Any) -> tuple[int, Any] | None:
         if plain:
             return size, value.copy()
     return size, None
-
-
-def _code_names(code: types.CodeType, into: set[str]) -> None:
-    into.update(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _code_names(const, into)
 
 
 def _functions_of(target: Any) -> list[types.FunctionType]:
@@ -167,8 +161,7 @@ def reads_of(target: Any, by_value: Callable[[Any], bool] = by_value) -> Reads |
             continue
         seen.add(id(fn))
         namespace = fn.__globals__
-        names: set[str] = set()
-        _code_names(fn.__code__, names)
+        names = {name for code in codes(fn.__code__) for name in code.co_names}
         for name in sorted(names):
             value = namespace.get(name, _MISSING)
             if value is _MISSING or isinstance(value, types.ModuleType):

@@ -16,6 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ._code_identity import codes
+
 __all__ = ["captured_sizes", "function_size", "inline_bytes", "pickle_problem", "pickled_size"]
 
 #: What a future or actor handle inside an argument costs: Ray sends its id, not its value.
@@ -198,10 +200,4 @@ def captured_sizes(fn: Callable[..., Any]) -> list[tuple[str, int]]:
 
 def _global_reads(code: types.CodeType) -> list[str]:
     """Names a function's code (nested code included) may read as globals."""
-    names: list[str] = []
-    stack = [code]
-    while stack:
-        current = stack.pop()
-        names.extend(current.co_names)
-        stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(name for nested in codes(code) for name in nested.co_names))
