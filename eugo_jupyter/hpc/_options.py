@@ -131,15 +131,6 @@ def _check_resources(value: Any) -> dict[str, float]:
     return checked
 
 
-def _check_max_retries(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < -1:
-        raise OptionsError(
-            f"max_retries={value!r} is not allowed: max_retries must be a whole number, "
-            "0 or more, or -1 to retry forever."
-        )
-    return int(value)
-
-
 def _check_retry_exceptions(value: Any) -> Any:
     if isinstance(value, bool):
         return value
@@ -254,7 +245,9 @@ _CHECKS = {
     "object_store_memory": lambda v: parse_memory(v, "object_store_memory"),
     "gpu_memory": lambda v: parse_memory(v, "gpu_memory"),
     "resources": _check_resources,
-    "max_retries": _check_max_retries,
+    "max_retries": lambda v: _check_count(
+        "max_retries", v, -1, "a whole number, 0 or more, or -1 to retry forever"
+    ),
     "retry_exceptions": _check_retry_exceptions,
     "accelerator_type": lambda v: _check_str("accelerator_type", v),
     "name": lambda v: _check_str("name", v),
