@@ -6,6 +6,7 @@ functions (``ray.kill``, ``ray.util.ActorPool``) take it, and eugo's take Ray's 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from .. import _hooks, _raystate
@@ -100,16 +101,13 @@ class ActorProxy:
         return f"<actor {self._class_name} {_raystate.actor_id_hex(self.handle)[:12]}>"
 
 
-_proxy_class: list[type] = []  # ActorProxy that is a Ray ActorHandle too, made once
-
-
+@functools.cache
 def _ray_proxy_class() -> type:
-    if not _proxy_class:
-        import ray
+    """ActorProxy that is a Ray ActorHandle too, made once."""
+    import ray
 
-        attrs = {"__module__": __name__, "__doc__": ActorProxy.__doc__}
-        _proxy_class.append(type("ActorProxy", (ActorProxy, ray.actor.ActorHandle), attrs))
-    return _proxy_class[0]
+    attrs = {"__module__": __name__, "__doc__": ActorProxy.__doc__}
+    return type("ActorProxy", (ActorProxy, ray.actor.ActorHandle), attrs)
 
 
 class _Travelling:

@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +39,9 @@ class _Count:
         return size
 
 
+@functools.cache
 def _pickler_class() -> type:
+    """Made once, on first use: it subclasses Ray's cloudpickler, imported only then."""
     import ray
     from ray import cloudpickle
     from ray.actor import ActorHandle
@@ -59,9 +62,6 @@ def _pickler_class() -> type:
     return SizingPickler
 
 
-_PICKLER: type | None = None
-
-
 def pickled_size(value: Any) -> int:
     """Bytes ``value`` takes when Ray serializes it; futures inside count as references.
 
@@ -70,16 +70,13 @@ def pickled_size(value: Any) -> int:
     >>> pickled_size(list(range(10))) < 100
     True
     """
-    global _PICKLER
-    if _PICKLER is None:
-        _PICKLER = _pickler_class()
     sink = _Count()
 
     def out_of_band(buffer: Any) -> bool:
         sink.n += buffer.raw().nbytes  # counted, not copied
         return False
 
-    pickler = _PICKLER(sink, protocol=5, buffer_callback=out_of_band)
+    pickler = _pickler_class()(sink, protocol=5, buffer_callback=out_of_band)
     pickler.refs = 0
     pickler.dump(value)
     return sink.n + REF_BYTES * pickler.refs
@@ -121,11 +118,8 @@ def inline_bytes(value: Any, limit: int) -> bytes | None:
     >>> inline_bytes(b"x" * 5000, 1000) is None
     True
     """
-    global _PICKLER
-    if _PICKLER is None:
-        _PICKLER = _pickler_class()
     sink = _Bounded(limit)
-    pickler = _PICKLER(sink, protocol=5)
+    pickler = _pickler_class()(sink, protocol=5)
     pickler.refs = 0
     try:
         pickler.dump(value)
