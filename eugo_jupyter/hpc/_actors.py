@@ -132,13 +132,6 @@ def travelling(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _proxy_of(actor: Any, name: str | None = None) -> ActorProxy:
-    """An eugo proxy for a Ray handle (or the proxy itself)."""
-    if isinstance(actor, ActorProxy):
-        return actor
-    return ActorProxy(actor, name or _raystate.actor_class_name(actor))
-
-
 def kill(actor: Any, *, no_restart: bool = True) -> None:
     """Stop an actor now (Ray's ``ray.kill``): its pending and running calls fail with
     ``ray.exceptions.ActorDiedError``. Takes an eugo actor or a Ray handle. ``no_restart=False``
@@ -170,4 +163,5 @@ def get_actor(name: str, namespace: str | None = None) -> ActorProxy:
     import ray
 
     _session.ensure()
-    return _proxy_of(ray.get_actor(name, namespace=namespace))
+    handle = ray.get_actor(name, namespace=namespace)  # a bare Ray handle, never a proxy
+    return ActorProxy(handle, _raystate.actor_class_name(handle))
