@@ -39,7 +39,7 @@ import ray
 from ray import cloudpickle
 
 import eugo_jupyter as eugo
-from eugo_jupyter.hpc._batching import Engine, in_order
+from eugo_jupyter.hpc._batching import Engine
 from eugo_jupyter.hpc._items import run_items
 from eugo_jupyter.hpc._map import _Items, _MapPlanner
 
@@ -136,7 +136,8 @@ def old_map(fn: Any, items: range) -> list[Any]:
     def fail(*args: Any) -> BaseException:
         return RuntimeError(str(args))
 
-    return list(in_order(engine.run(planner, fail, fail)))
+    results = engine.run(planner, fail, fail)
+    return [value for key in sorted(results) for value in results[key]]
 
 
 LABELS = {

@@ -416,9 +416,3 @@ class Engine:
         ``IN_FLIGHT_PER_SLOT`` per slot) and Ray frees their results once nothing holds them.
         """
         self.in_flight.clear()
-
-
-def in_order(results: Mapping[int, list[Any]]) -> Iterator[Any]:
-    """The units' results one after another, in key order."""
-    for key in sorted(results):
-        yield from results[key]

@@ -11,7 +11,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["RequestKey", "forget_all", "functions_by_request", "lookup", "remember", "request_key"]
+__all__ = ["RequestKey", "functions_by_request", "lookup", "remember", "request_key"]
 
 RequestKey = tuple[tuple[str, float], ...]
 
@@ -45,9 +45,3 @@ def lookup(ref: Any) -> tuple[str, RequestKey] | None:
 def functions_by_request() -> dict[RequestKey, set[str]]:
     """Names of the functions that submitted each request shape."""
     return dict(_names_by_request)
-
-
-def forget_all() -> None:
-    """Called on shutdown: futures of the old cluster mean nothing on the next one."""
-    _by_ref.clear()
-    _names_by_request.clear()
