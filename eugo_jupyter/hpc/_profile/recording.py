@@ -305,10 +305,6 @@ class Recorder:
             self._timing_refs.append(timing_ref)
             if hasattr(first, "binary"):
                 self._by_ref[first.binary()] = index
-            self._forget_timings()
-
-    def _forget_timings(self) -> None:
-        """Hook: the recording changed (:class:`Run` caches what it collected)."""
 
     def _base(self, label: str, kind: str, info: _Function, names: list[str], values: list[Any],
               request: Mapping[str, float]) -> TaskRecord:  # fmt: skip

@@ -61,12 +61,10 @@ class Run(Recorder):
 
         findings.save_later(self)  # the EugoHPC Manager shows the findings on the card
 
-    def _forget_timings(self) -> None:
-        self._timings = None
-
     def _collect(self, wait: float) -> list[Timing | None]:
         import ray
 
+        # What a complete collection found holds until a call is recorded (the refs only grow).
         if self._timings is not None and len(self._timings) == len(self._timing_refs):
             return self._timings
         refs = [r for r in self._timing_refs if r is not None]
