@@ -49,11 +49,10 @@ __all__ = [
 
 def findings(
     model: Mapping[str, Any],
-    gpu_audit: Sequence[AuditRecord] | None = None,
-    stats: Sequence[FunctionStats] | None = None,
+    gpu_audit: Sequence[AuditRecord] | None,
+    stats: Sequence[FunctionStats],
 ) -> list[Finding]:
-    """Every pitfall seen in the run, each with the fix."""
-    stats = function_stats(model) if stats is None else stats
+    """Every pitfall seen in the run, each with the fix (``stats``: its :func:`function_stats`)."""
     stragglers, straggling = _scheduling.stragglers(model)
     return [
         *_usage.global_state(model),
