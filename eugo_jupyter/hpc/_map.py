@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..exceptions import OptionsError, SerializationError
 from . import _distribute
 from ._batching import IN_FLIGHT_PER_SLOT, Unit
+from ._items import _repr
 from ._options import resolve_options
 from ._serialized import pickle_problem
 
@@ -108,11 +108,6 @@ def check_batch_size(batch_size: Any) -> None:
         raise OptionsError(
             f'batch_size={batch_size!r} is not allowed: use "auto" or a whole number, 1 or more.'
         )
-
-
-_repr = reprlib.Repr()
-_repr.maxstring = 60
-_repr.maxother = 60
 
 
 def _unwrap(fn: Any, options: Mapping[str, Any]) -> tuple[Callable[..., Any], str, dict[str, Any]]:
