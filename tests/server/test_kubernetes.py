@@ -247,17 +247,7 @@ def test_the_mock_refuses_what_the_crd_schema_refuses(kube: Running) -> None:
     body = manifest(spec, "eugo-bad")
     body["spec"]["workerGroupSpecs"][0]["replicas"] = "two"
     with pytest.raises(ClusterError, match=r"\(422: RayCluster is invalid: spec\.workerGroupSpecs"):
-        backend._kube.call(
-            "create the RayCluster",
-            "default",
-            "custom",
-            "create_namespaced_custom_object",
-            "ray.io",
-            "v1",
-            "default",
-            "rayclusters",
-            body,
-        )
+        backend._kube.raycluster("create the RayCluster", "default", "create", body)
     assert _left(kube)["rayclusters"] == []
 
 

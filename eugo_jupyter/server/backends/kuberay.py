@@ -31,7 +31,7 @@ from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
 from .. import requests
 from .base import Backend, Form, FormField, Observed, Plan, Spec
-from .kuberay_client import GROUP, PLURAL, VERSION, Client
+from .kuberay_client import Client
 from .kuberay_forward import Forward
 from .kuberay_manifest import (
     FIELDS,
@@ -172,17 +172,7 @@ class KubernetesBackend(Backend):
             secret(fields, name, token),
         )
         try:
-            self._kube.call(
-                "create the RayCluster",
-                ns,
-                "custom",
-                "create_namespaced_custom_object",
-                GROUP,
-                VERSION,
-                ns,
-                PLURAL,
-                body,
-            )
+            self._kube.raycluster("create the RayCluster", ns, "create", body)
         except ClusterError:
             self._delete_secret(ns, name)
             raise
@@ -304,15 +294,10 @@ class KubernetesBackend(Backend):
             group["replicas"] = max(int(group.get("replicas") or 0) - 1, 0)
             group["minReplicas"] = min(int(group.get("minReplicas") or 0), group["replicas"])
             group["scaleStrategy"] = {"workersToDelete": [remove]}
-        self._kube.call(
+        self._kube.raycluster(
             "scale the RayCluster",
             own["namespace"],
-            "custom",
-            "patch_namespaced_custom_object",
-            GROUP,
-            VERSION,
-            own["namespace"],
-            PLURAL,
+            "patch",
             own["name"],
             {"spec": {"workerGroupSpecs": groups}},
         )
@@ -325,17 +310,8 @@ class KubernetesBackend(Backend):
             return []
         ns, name = own["namespace"], own["name"]
         try:
-            self._kube.gone_ok(
-                "delete the RayCluster",
-                ns,
-                "custom",
-                "delete_namespaced_custom_object",
-                GROUP,
-                VERSION,
-                ns,
-                PLURAL,
-                name,
-            )
+            kube = self._kube
+            kube.unless_gone(kube.raycluster, "delete the RayCluster", ns, "delete", name)
             self._delete_secret(ns, name)
             return self._kube.wait_gone(own, self.stop_timeout)
         except ClusterError as exc:
@@ -343,8 +319,8 @@ class KubernetesBackend(Backend):
 
     def _delete_secret(self, ns: str, name: str) -> None:
         """Delete the cluster's token Secret; one already gone is fine."""
-        self._kube.gone_ok(
-            "delete the token's Secret", ns, "core", "delete_namespaced_secret",
+        self._kube.unless_gone(
+            self._kube.call, "delete the token's Secret", ns, "core", "delete_namespaced_secret",
             secret_name(name), ns,
         )  # fmt: skip
 

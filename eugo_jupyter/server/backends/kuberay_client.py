@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,36 +98,29 @@ class Client:
         data = resp.data
         return json.loads(data) if data else {}
 
-    def gone_ok(self, *args: Any, **kwargs: Any) -> bool:
-        """:meth:`call`, True when done; False when the object was already gone (404)."""
-        try:
-            self.call(*args, **kwargs)
-        except ClusterError as exc:
-            if getattr(exc, "status", None) == 404:
-                return False
-            raise
-        return True
+    def raycluster(self, what: str, namespace: str, verb: str, *args: Any) -> Any:
+        """One call on RayClusters (``verb``: "create", "get", "patch" or "delete")."""
+        method = f"{verb}_namespaced_custom_object"
+        return self.call(
+            what, namespace, "custom", method, GROUP, VERSION, namespace, PLURAL, *args
+        )
 
-    def cluster(self, own: dict[str, Any]) -> dict[str, Any] | None:
-        """The `RayCluster` ``own`` names (``{"name", "namespace"}``), None once it is gone."""
+    @staticmethod
+    def unless_gone(call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)``'s answer; None when the object was already gone (404)."""
         try:
-            return dict(
-                self.call(
-                    "read the RayCluster",
-                    own["namespace"],
-                    "custom",
-                    "get_namespaced_custom_object",
-                    GROUP,
-                    VERSION,
-                    own["namespace"],
-                    PLURAL,
-                    own["name"],
-                )
-            )
+            return call(*args)
         except ClusterError as exc:
             if getattr(exc, "status", None) == 404:
                 return None
             raise
+
+    def cluster(self, own: dict[str, Any]) -> dict[str, Any] | None:
+        """The `RayCluster` ``own`` names (``{"name", "namespace"}``), None once it is gone."""
+        found = self.unless_gone(
+            self.raycluster, "read the RayCluster", own["namespace"], "get", own["name"]
+        )
+        return None if found is None else dict(found)
 
     def pods(self, own: dict[str, Any]) -> dict[str, Any]:
         """The cluster's pods (KubeRay labels each with ``ray.io/cluster``), as a list."""
