@@ -98,20 +98,19 @@ def test_one_nodes_ports_are_distinct_even_when_the_os_hands_one_out_twice(
 
 
 def test_a_head_killed_before_it_prints_an_error_says_how_it_ended(tmp_path: Path) -> None:
-    # What a card showed as "failed: no output": the head's `ray start` ended (here, killed from
-    # outside) having printed only INFO lines. The error now says how it ended and its last line.
+    # What a card showed as "failed: no output": the head's `ray start` ended (here, killed) having
+    # printed only INFO lines. The error now says how it ended and its last line.
     from eugo_jupyter.server.backends import allocation
 
     log = tmp_path / "head.log"
     line = "2026-12-06 10:00:00,000 INFO scripts.py:1 -- Local node IP"
-    script = f"import time; print({line!r}, flush=True); time.sleep(600)"
-    proc = allocation._spawn([sys.executable, "-c", script], log)
-    deadline = time.monotonic() + 60
-    while "INFO" not in log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.kill()
+    script = f"import os; print({line!r}, flush=True); os.kill(os.getpid(), 9)"
     with pytest.raises(LaunchError) as info:
-        allocation._wait_for_head(proc, "127.0.0.1:1", log, str(tmp_path), timeout=60)
+        allocation._start(
+            [sys.executable, "-c", script], log, str(tmp_path), 60, lambda: False,
+            "The head's `ray start`", "late",
+        )  # fmt: skip
+    assert str(info.value).startswith("The head's `ray start` failed: ")
     assert "ended with exit -9 (killed by SIGKILL)" in str(info.value)
     assert "its last line: 2026-12-06 10:00:00,000 INFO scripts.py:1 -- Local node IP" in str(
         info.value

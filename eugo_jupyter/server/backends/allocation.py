@@ -25,6 +25,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +38,7 @@ from ...exceptions import LaunchError
 from .. import requests
 from .allocation_env import Allocation, Node, detect, ports_of, seconds_left
 from .base import Backend, Form, FormField, Observed, Plan, Spec
+from .local import _pgids, _temp_dir
 from .ray_start import (
     HEAD_PORTS,
     NODE_PORTS,
@@ -156,39 +158,30 @@ def _nothing() -> None:
 _UP = "block forever"
 
 
-def _wait_for_worker(
-    proc: subprocess.Popen[bytes], node: str, log: Path, temp_dir: str, timeout: float
-) -> None:
-    """Until the worker's `ray start` says its node is up (through the launcher's output);
-    LaunchError if it exits first (the retry rule reads why) or takes longer than ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while _UP not in log.read_text(errors="replace"):
-        if proc.poll() is not None:
-            text = log.read_text(errors="replace")
-            raise LaunchError(f"`ray start` on {node} failed: {why(text, proc.returncode)}")
-        if time.monotonic() > deadline:
-            stop([proc.pid], temp_dir)
-            raise LaunchError(f"`ray start` on {node} did not come up within {timeout:g} s.")
-        time.sleep(0.5)
-
-
-def _wait_for_head(
-    proc: subprocess.Popen[bytes], address: str, log: Path, temp_dir: str, timeout: float
-) -> None:
-    """Until the head's GCS answers; LaunchError if its `ray start` exits first (with what it
-    printed and how it ended) or takes longer than ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not reachable(address, timeout=1.0):
-        if proc.poll() is not None:
-            text = log.read_text(errors="replace")
-            raise LaunchError(f"The head's `ray start` failed: {why(text, proc.returncode)}")
-        if time.monotonic() > deadline:
-            stop([proc.pid], temp_dir)
-            raise LaunchError(
-                f"The head did not answer at {address} within {timeout:g} s; the node may be "
-                "overloaded. Try again."
-            )
-        time.sleep(0.5)
+def _start(
+    command: list[str],
+    log: Path,
+    temp_dir: str,
+    timeout: float,
+    up: Callable[[], bool],
+    what: str,
+    late: str,
+) -> int:
+    """Spawn ``command`` (a few node starts at a time in this process) and wait until ``up()``;
+    its process group. LaunchError if it exits first (``what`` failed: what it printed and how
+    it ended; the retry rule reads why) or takes longer than ``timeout`` (``late``)."""
+    with one_start():
+        proc = _spawn(command, log)
+        deadline = time.monotonic() + timeout
+        while not up():
+            if proc.poll() is not None:
+                text = log.read_text(errors="replace")
+                raise LaunchError(f"{what} failed: {why(text, proc.returncode)}")
+            if time.monotonic() > deadline:
+                stop([proc.pid], temp_dir)
+                raise LaunchError(late)
+            time.sleep(0.5)
+    return proc.pid
 
 
 class AllocationBackend(Backend):
@@ -283,10 +276,12 @@ class AllocationBackend(Backend):
         log = Path(temp_dir) / "head.log"
 
         def start_head() -> int:
-            with one_start():  # a few node starts at a time in this process
-                proc = _spawn(head_command(job, ip, temp_dir, run_for), log)
-                _wait_for_head(proc, gcs, log, temp_dir, timeout)
-            return proc.pid
+            return _start(
+                head_command(job, ip, temp_dir, run_for), log, temp_dir, timeout,
+                lambda: reachable(gcs, timeout=1.0), "The head's `ray start`",
+                f"The head did not answer at {gcs} within {timeout:g} s; the node may be "
+                "overloaded. Try again.",
+            )  # fmt: skip
 
         def reset() -> None:
             stop([], temp_dir)
@@ -318,12 +313,14 @@ class AllocationBackend(Backend):
 
     @staticmethod
     def _worker(command: list[str], node: str, index: int, temp_dir: str, timeout: float) -> int:
-        """Start one worker through the launcher; its process group once its node is up."""
+        """Start one worker through the launcher; its process group once its node is up (its
+        `ray start` says so through the launcher's output)."""
         log = Path(temp_dir) / f"worker-{index}.log"
-        with one_start():
-            proc = _spawn(command, log)
-            _wait_for_worker(proc, node, log, temp_dir, timeout)
-        return proc.pid
+        return _start(
+            command, log, temp_dir, timeout, lambda: _UP in log.read_text(errors="replace"),
+            f"`ray start` on {node}",
+            f"`ray start` on {node} did not come up within {timeout:g} s.",
+        )  # fmt: skip
 
     def state(self, record: dict[str, Any]) -> Observed:
         part = cast("dict[str, Any]", record.get("allocation") or {})
@@ -340,8 +337,8 @@ class AllocationBackend(Backend):
                 "stops_in": None if stops_at is None else max(0, int(stops_at - time.time())),
             },
         )
-        pgids = [int(p) for p in record.get("pgids", [])]
-        if pgids and not owned_groups(pgids[:1], str(record.get("temp_dir") or "")):
+        pgids = _pgids(record)
+        if pgids and not owned_groups(pgids[:1], _temp_dir(record)):
             observed.ended = (
                 "The cluster's head stopped: the job's wall time margin was reached, the job "
                 "ended, or its processes were killed. Launch it again inside a job with time left."
@@ -349,17 +346,17 @@ class AllocationBackend(Backend):
         return observed
 
     def stop(self, record: dict[str, Any]) -> list[str]:
-        pgids = [int(p) for p in record.get("pgids", [])]
+        pgids = _pgids(record)
         # The launchers first: srun/qrsh/pbsdsh pass the TERM on, and the node's step ends.
-        left = stop(pgids[1:], str(record.get("temp_dir") or ""))
-        left += stop(pgids[:1], str(record.get("temp_dir") or ""))
+        left = stop(pgids[1:], _temp_dir(record))
+        left += stop(pgids[:1], _temp_dir(record))
         return [f"pid {pid}" for pid in left]
 
     def release(self, record: dict[str, Any]) -> None:
         self.stop(record)
 
     def adopt(self, record: dict[str, Any]) -> str | None:
-        pgids, temp_dir = [int(p) for p in record.get("pgids", [])], str(record.get("temp_dir"))
+        pgids, temp_dir = _pgids(record), str(record.get("temp_dir"))  # "None" when it has none
         alive = bool(owned_groups(pgids[:1], temp_dir))
         if alive and record.get("address") and reachable(str(record["address"])):
             return "running"
