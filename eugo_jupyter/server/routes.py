@@ -8,6 +8,7 @@ verb is ``@tornado.web.authenticated``). The manager owns all state.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 import tornado.web
@@ -35,8 +36,18 @@ class _Base(APIHandler):
 
     def _reply(self, model: Any, status: int = 200) -> None:
         self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(model))
+        self.finish(json.dumps(model))  # APIHandler.finish says application/json
+
+    async def _answer(self, call: Awaitable[Any], cluster_id: str | None = None) -> Any:
+        """What the manager's ``call`` answers: 400 with its sentence when it refuses; 404 when
+        it answers None for ``cluster_id``."""
+        try:
+            model = await call
+        except (OptionsError, ClusterError) as exc:
+            raise _bad_request(exc) from None
+        if model is None and cluster_id is not None:
+            self._not_found(cluster_id)
+        return model
 
     def _not_found(self, cluster_id: str) -> None:
         raise tornado.web.HTTPError(
@@ -63,10 +74,7 @@ class ClustersHandler(_Base):
 
     @tornado.web.authenticated
     async def post(self) -> None:
-        try:
-            model = await self.manager.create(self._body())
-        except (OptionsError, ClusterError) as exc:
-            raise _bad_request(exc) from None
+        model = await self._answer(self.manager.create(self._body()))
         self.set_header("Location", url_path_join(self.base_url, "eugo", "clusters", model["id"]))
         self._reply(model, 201)
 
@@ -76,11 +84,7 @@ class PreviewHandler(_Base):
 
     @tornado.web.authenticated
     async def post(self) -> None:
-        try:
-            plan = await self.manager.preview(self._body())
-        except (OptionsError, ClusterError) as exc:
-            raise _bad_request(exc) from None
-        self._reply(plan)
+        self._reply(await self._answer(self.manager.preview(self._body())))
 
 
 class ProfilesHandler(_Base):
@@ -108,25 +112,13 @@ class NodesHandler(_Base):
     async def post(self, cluster_id: str, node: str | None = None) -> None:
         if node:
             raise tornado.web.HTTPError(405, "POST adds a node: send it to .../nodes.")
-        try:
-            model = await self.manager.add_node(cluster_id)
-        except (OptionsError, ClusterError) as exc:
-            raise _bad_request(exc) from None
-        if model is None:
-            self._not_found(cluster_id)
-        self._reply(model, 201)
+        self._reply(await self._answer(self.manager.add_node(cluster_id), cluster_id), 201)
 
     @tornado.web.authenticated
     async def delete(self, cluster_id: str, node: str | None = None) -> None:
         if not node:
             raise tornado.web.HTTPError(400, "Name the node to remove: DELETE .../nodes/{job id}.")
-        try:
-            model = await self.manager.remove_node(cluster_id, node)
-        except (OptionsError, ClusterError) as exc:
-            raise _bad_request(exc) from None
-        if model is None:
-            self._not_found(cluster_id)
-        self._reply(model)
+        self._reply(await self._answer(self.manager.remove_node(cluster_id, node), cluster_id))
 
 
 class ClusterHandler(_Base):
@@ -163,13 +155,7 @@ class ActivateHandler(_Base):
 
     @tornado.web.authenticated
     async def post(self, cluster_id: str) -> None:
-        try:
-            model = await self.manager.activate(cluster_id)
-        except ClusterError as exc:
-            raise _bad_request(exc) from None
-        if model is None:
-            self._not_found(cluster_id)
-        self._reply(model)
+        self._reply(await self._answer(self.manager.activate(cluster_id), cluster_id))
 
 
 class LiveHandler(_Base):
