@@ -5,7 +5,6 @@ from __future__ import annotations
 import stat
 
 from eugo_jupyter import records
-from eugo_jupyter.server.findings import findings_of
 
 
 def run(created: float, function: str) -> records.RunFindings:
@@ -24,7 +23,7 @@ def test_the_newest_runs_are_kept_newest_first_and_private() -> None:
     for n in range(records.FINDINGS_KEPT + 3):
         path = records.write_findings(cluster, run(1000.0 + n, f"f{n}"))
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    kept = findings_of(cluster)
+    kept = records.read_findings(cluster)
     assert len(kept) == records.FINDINGS_KEPT
     newest = records.FINDINGS_KEPT + 2
     assert [r["functions"][0] for r in kept[:2]] == [f"f{newest}", f"f{newest - 1}"]
@@ -33,15 +32,15 @@ def test_the_newest_runs_are_kept_newest_first_and_private() -> None:
 
 
 def test_a_cluster_without_runs_and_a_forgotten_cluster_have_none() -> None:
-    assert findings_of("c-never-profiled") == []
+    assert records.read_findings("c-never-profiled") == []
     records.write_record({"id": "c-store-2", "name": "x", "kind": "local", "address": "1.2.3.4:1"})
     records.write_findings("c-store-2", run(1.0, "g"))
-    assert len(findings_of("c-store-2")) == 1
+    assert len(records.read_findings("c-store-2")) == 1
     records.delete_record("c-store-2")
-    assert findings_of("c-store-2") == []
+    assert records.read_findings("c-store-2") == []
 
 
 def test_an_unreadable_file_is_skipped() -> None:
     records.write_findings("c-store-3", run(5.0, "ok"))
     (records.findings_dir("c-store-3") / "00000000009.000000-1-1.json").write_text("{not json")
-    assert [r["functions"] for r in findings_of("c-store-3")] == [["ok"]]
+    assert [r["functions"] for r in records.read_findings("c-store-3")] == [["ok"]]

@@ -50,7 +50,8 @@ The model (``GET /eugo/clusters/{id}``; ``GET /eugo/clusters`` is a list of thes
       "expiry": null | {...},            # idle timeout / max lifetime countdown (expiry.py)
       "found": {"temp_dir", "session_dir", "pid"},  # only for kind "found" (discovery.py)
       "findings": [...]                  # the latest profiled runs' findings, newest first
-                                         # (written by kernels next to the record: findings.py)
+                                         # (written by kernels next to the record:
+                                         # records.write_findings)
     }
 
 >>> model = make_cluster_model({"id": "c-1", "name": "x", "kind": "local"}, "starting")
@@ -63,7 +64,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
-from . import findings, monitor
+from .. import records
+from . import monitor
 from .expiry import ExpiryModel
 
 __all__ = [
@@ -173,6 +175,10 @@ def make_cluster_model(
     """The model of one cluster, from its record (what is on disk) and what was read since."""
     cluster_id = str(record["id"])
     data = monitoring if monitoring is not None else monitor.empty()
+    try:  # the files outlive the kernel that wrote them; an unreadable one is no findings
+        findings: list[Any] = records.read_findings(cluster_id)
+    except (OSError, ValueError):
+        findings = []
     model: ClusterModel = {
         "id": cluster_id,
         "name": str(record.get("name")),
@@ -196,7 +202,7 @@ def make_cluster_model(
         "nodes": data["nodes"],
         "tasks": data["tasks"],
         "waiting": data["waiting"],
-        "findings": findings.findings_of(cluster_id),
+        "findings": findings,
     }
     if backend_state is not None:
         model[str(record.get("kind"))] = backend_state  # type: ignore[literal-required]
