@@ -270,9 +270,6 @@ class TaskLedger:
 
     # -- replies
 
-    def cursor(self) -> str:
-        return f"{self.epoch}-{self.seq}"
-
     def parse_cursor(self, since: str | None) -> int | None:
         """The sequence number a cursor stands for; None for a first call, or a cursor of an
         earlier ledger (the server restarted, the cluster changed): a first call again."""

@@ -59,8 +59,6 @@ from .profiles import apply_profile, check_profile
 
 __all__ = ["ClusterManager"]
 
-STATUSES = ("starting", "running", "stopping", "stopped", "error")
-
 
 class ClusterManager:
     """Launch, connect, monitor, scale, activate and stop clusters; methods return models.

@@ -50,7 +50,6 @@ class Observer:
         # How a cluster's Ray state is read (monitor.read); a test's fake backend gives its own.
         self._read_cluster = read
         self.read_timeout = read_timeout
-        self.stale_after = 0.0
         self._slow = slow  # the manager's pool for slow work (a backend's release)
         self._save = save
 
@@ -70,14 +69,9 @@ class Observer:
         if cluster.updated is None or time.monotonic() - cluster.read_at > 3 * self.max_age:
             # Nothing read yet, or nobody polled for a while: this caller wants today's data.
             await asyncio.shield(cluster.refreshing)
-            return
-        # A steady poll gets the data in hand at once and the read finishes in the background:
-        # it never waits on Ray (with 100,000 tasks a read takes the GCS most of a second).
-        if self.stale_after > 0:
-            try:
-                await asyncio.wait_for(asyncio.shield(cluster.refreshing), timeout=self.stale_after)
-            except asyncio.TimeoutError:
-                pass
+        # Otherwise a steady poll gets the data in hand at once and the read finishes in the
+        # background: it never waits on Ray (with 100,000 tasks a read takes the GCS most of a
+        # second).
 
     async def read_again(self, cluster: Cluster) -> None:
         """A read that begins now: after the record changed (a job added or removed), or when a

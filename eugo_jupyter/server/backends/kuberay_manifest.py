@@ -98,10 +98,6 @@ class KubeSpec:
         model["tolerations"] = list(self.tolerations)
         return model
 
-    @property
-    def workers(self) -> int:
-        return sum(g.replicas for g in self.worker_groups)
-
 
 def default_image(gpu: bool = False) -> str:
     """The ``rayproject/ray`` image of the installed Ray and Python (``-gpu``: with CUDA).
