@@ -32,6 +32,7 @@ from .. import _raystate
 from ..exceptions import OptionsError
 from . import live_nodes, live_tasks
 from .live_tasks import Reading, TaskLedger
+from .monitor import _use_token_auth
 
 __all__ = ["LiveHub", "LiveTarget", "parse_limit"]
 
@@ -331,11 +332,6 @@ def watch_running(watch: _Watch) -> list[tuple[Any, int]]:
 
 
 @functools.lru_cache(maxsize=1)
-def _use_token_auth() -> None:
-    """Send the token this account's clusters use on our GCS calls (once per process)."""
-    _raystate.enable_token_auth()
-
-
 def _read_tasks(address: str, finished_rows: int, waiting: bool, timeout: float) -> Reading:
     """One read of the task events (blocking): two queries, three with the waiting ones.
 
