@@ -27,7 +27,6 @@ from typing import Any
 
 from traitlets import Float, Unicode
 
-from ..._raytoken import secure_token_file
 from ...exceptions import ClusterError, OptionsError
 from .. import requests
 from .base import Backend, Form, FormField, Observed, Plan, Spec
@@ -44,6 +43,7 @@ from .kuberay_manifest import (
     secret_name,
 )
 from .kuberay_state import cluster_sentence, pod_rows
+from .ray_start import account_token
 
 __all__ = ["KubernetesBackend", "object_name"]
 
@@ -161,7 +161,7 @@ class KubernetesBackend(Backend):
         fields: KubeSpec = spec.fields
         name, ns = object_name(spec.name), fields.namespace
         self._kube.api()
-        token = _token()
+        token = account_token()  # for the cluster's Secret
         body = manifest(fields, name, str(record.get("id") or ""))
         self._kube.call(
             "create the token's Secret",
@@ -341,14 +341,3 @@ def _is_ready_head(pod: dict[str, Any]) -> bool:
         for c in status.get("conditions") or []
     )
     return labels.get("ray.io/node-type") == "head" and status.get("phase") == "Running" and ready
-
-
-def _token() -> str:
-    """This account's Ray token (written first if there is none), for the cluster's Secret."""
-    given = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    if given:
-        return given
-    path = secure_token_file(create=True)
-    if path is None:
-        raise ClusterError("No Ray token could be written; check that ~/.ray is writable.")
-    return path.read_text().strip()

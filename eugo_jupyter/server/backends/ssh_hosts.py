@@ -13,7 +13,6 @@ fix (:func:`why_host_failed`). :class:`SshSpec` is what a launch asked of its ho
 
 from __future__ import annotations
 
-import os
 import secrets
 import shlex
 import socket
@@ -213,12 +212,6 @@ def _head_args_remote(spec: SshSpec, ip: str, port: int, temp_dir: str) -> list[
     ]
 
 
-def _token() -> str:
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
-    token = os.environ.get("RAY_AUTH_TOKEN") or Path(path).read_text().strip()
-    return token
-
-
 # ---------------------------------------------------------------- sentences
 
 
@@ -348,7 +341,7 @@ def _start_on(
     script_args = [spec.ray_path, _token_file(cluster_id), temp_dir, *args]
     command = ssh_command(spec, host, _START, script_args)
     for attempt in range(1, attempts + 1):
-        code, output = _run(command, _token(), timeout)
+        code, output = _run(command, ray_start.account_token(), timeout)
         if code == 0:
             return _HostResult(host, _ip_of(host), temp_dir, True)
         if failure_of(code, output) in FINAL or attempt == attempts:
