@@ -71,15 +71,13 @@ def _seconds(value: Any, key: str) -> float | None:
     return float(value)
 
 
-def parse_limits(body: dict[str, Any]) -> tuple[float | None, float | None]:
-    """``(idle_timeout, max_lifetime)`` from a launch body; raises OptionsError on bad values.
+def parse_limits(body: dict[str, Any]) -> dict[str, float | None]:
+    """``idle_timeout`` and ``max_lifetime`` from a launch body; OptionsError on bad values.
 
     >>> parse_limits({"idle_timeout": 600})
-    (600.0, None)
+    {'idle_timeout': 600.0, 'max_lifetime': None}
     """
-    return _seconds(body.get("idle_timeout"), "idle_timeout"), _seconds(
-        body.get("max_lifetime"), "max_lifetime"
-    )
+    return {key: _seconds(body.get(key), key) for key in ("idle_timeout", "max_lifetime")}
 
 
 def check_interval(idle_timeout: float | None, max_lifetime: float | None) -> float:
@@ -126,11 +124,7 @@ class Expiry:
         self.idle_since = None if busy else (self.idle_since if self.idle_since else now)
         if self.max_lifetime is not None and now - self.started >= self.max_lifetime:
             self.fired = "max_lifetime"
-        elif (
-            self.idle_timeout is not None
-            and self.idle_since is not None
-            and now - self.idle_since >= self.idle_timeout
-        ):
+        elif self.idle_due(now):
             self.fired = "idle"
         return self.fired
 

@@ -261,9 +261,7 @@ class ClusterManager:
         await self._ensure_started()
         limits = None
         if isinstance(body, dict) and ("idle_timeout" in body or "max_lifetime" in body):
-            limits = dict(
-                zip(("idle_timeout", "max_lifetime"), expiry.parse_limits(body), strict=True)
-            )
+            limits = expiry.parse_limits(body)
             body = {k: v for k, v in body.items() if k not in ("idle_timeout", "max_lifetime")}
         backend, spec = self._validate(body)
         if limits and not backend.owns_processes:
