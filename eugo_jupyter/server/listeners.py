@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import _processes as processes
 
-__all__ = ["Listener", "listening", "owners", "session_of"]
+__all__ = ["Listener", "listening", "session_of"]
 
 _LISTEN = "0A"  # TCP_LISTEN in the kernel's socket table
 
@@ -55,11 +55,6 @@ def listening(port: int) -> list[Listener]:
             continue
         found.append(Listener(_address(host), port, int(fields[7]), int(fields[9])))
     return found
-
-
-def owners(inode: int) -> list[int]:
-    """The pids holding socket ``inode`` open (those whose descriptors this account may read)."""
-    return processes.socket_holders(inode)
 
 
 def session_of(pid: int) -> tuple[int, str | None] | None:

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .. import _processes as processes
 from ..exceptions import OptionsError
 from . import listeners
 
@@ -146,7 +147,7 @@ def _sessions(port: int, host: str | None, local_ips: set[str]) -> tuple[set[int
         if host is not None and not _serves(listener, host, local_ips):
             continue
         inodes.add(listener.inode)
-        for pid in listeners.owners(listener.inode):
+        for pid in processes.socket_holders(listener.inode):
             session = listeners.session_of(pid)
             if session is not None and session[1]:
                 sessions.add((listener.uid, *session))

@@ -28,6 +28,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from .._processes import start_time
+
 __all__ = ["ExitGuard", "end", "orphans_of", "start", "stop_orphans", "wait_for_exit"]
 
 _POLL = 0.5
@@ -95,15 +97,9 @@ class ExitGuard:
         end(self._handle)
 
 
-def _start_time(pid: int) -> int | None:
-    from .._processes import start_time
-
-    return start_time(pid)
-
-
 def wait_for_exit(pid: int) -> None:
     """Block until process ``pid`` has ended (a zombie counts as ended)."""
-    began = _start_time(pid)
+    began = start_time(pid)
     if began is None:
         return
     try:
@@ -113,12 +109,12 @@ def wait_for_exit(pid: int) -> None:
         fd = None
     if fd is not None:
         try:
-            while _start_time(pid) == began:
+            while start_time(pid) == began:
                 select.select([fd], [], [], 5.0)
         finally:
             os.close(fd)
         return
-    while _start_time(pid) == began:  # a reused pid has another start time
+    while start_time(pid) == began:  # a reused pid has another start time
         time.sleep(_POLL)
 
 

@@ -123,9 +123,10 @@ class ConnectBackend(Backend):
         return []  # not ours: detaching only forgets the record
 
     def adopt(self, record: dict[str, Any]) -> str | None:
-        # A record may predate the dashboard check (or have been edited): check it again.
-        record["dashboard_url"] = _checked_dashboard(
-            record.get("dashboard_url"), str(record.get("address"))
+        # A record may predate the dashboard check (or have been edited): check it again; a
+        # dashboard the token may not go to is dropped.
+        record["dashboard_url"] = proxy_policy.dashboard_allowed(
+            record.get("dashboard_url"), str(record.get("address")), monitor.local_ips()
         )
         return "running"
 
@@ -149,8 +150,3 @@ def _protocol_problem(address: str) -> str | None:
         )
     monitor.auth_headers()  # sets this process's auth mode, as a connection would
     return _rayaddress.mismatch_sentence(address, wants)
-
-
-def _checked_dashboard(url: Any, gcs_address: str) -> str | None:
-    """A dashboard a connected cluster published, if the token may go there (else None)."""
-    return proxy_policy.dashboard_allowed(url, gcs_address, monitor.local_ips())

@@ -319,42 +319,38 @@ def run_ray_start(args: list[str], timeout: float) -> int:
 
     At most :data:`STARTS_AT_ONCE` run at a time in this process."""
     with _starts:
-        return _run_ray_start(args, timeout)
-
-
-def _run_ray_start(args: list[str], timeout: float) -> int:
-    started = time.time()
-    temp_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--temp-dir=")), None)
-    proc = subprocess.Popen(
-        [ray_executable(), "start", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=environment(),
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:  # a communicate that timed out keeps what was read: asking again loses nothing
-            output, _ = proc.communicate(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            fatal = _fatal_line(temp_dir, started) if temp_dir else None
-            if fatal is None and time.monotonic() < deadline:
-                continue
-        _kill_groups([proc.pid])  # `ray start` would wait on for a dying process
-        proc.communicate()
-        raise LaunchError(
-            f"`ray start` failed: {fatal}"
-            if fatal is not None
-            else f"`ray start` did not finish within {timeout:g} s; the machine may be "
-            "overloaded. Try again, or launch fewer nodes."
+        started = time.time()
+        temp_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--temp-dir=")), None)
+        proc = subprocess.Popen(
+            [ray_executable(), "start", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=environment(),
+            start_new_session=True,
         )
-    if proc.returncode != 0:
-        _kill_groups([proc.pid])
-        raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(output)}")
-    return proc.pid
+        deadline = time.monotonic() + timeout
+        while True:
+            try:  # a communicate that timed out keeps what was read: asking again loses nothing
+                output, _ = proc.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                fatal = _fatal_line(temp_dir, started) if temp_dir else None
+                if fatal is None and time.monotonic() < deadline:
+                    continue
+            _kill_groups([proc.pid])  # `ray start` would wait on for a dying process
+            proc.communicate()
+            raise LaunchError(
+                f"`ray start` failed: {fatal}"
+                if fatal is not None
+                else f"`ray start` did not finish within {timeout:g} s; the machine may be "
+                "overloaded. Try again, or launch fewer nodes."
+            )
+        if proc.returncode != 0:
+            _kill_groups([proc.pid])
+            raise LaunchError(f"`ray start` failed (exit {proc.returncode}): {why(output)}")
+        return proc.pid
 
 
 #: A Ray process's fatal log line: ``[time C pid tid] (gcs_server) file.cc:N: message``.
