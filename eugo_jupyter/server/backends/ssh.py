@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import getpass
 import re
-import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,7 +50,6 @@ from typing import Any
 
 from ... import _processes as processes
 from ..._raytoken import secure_token_file
-from ..._tempdirs import make_private
 from ...exceptions import LaunchError, OptionsError
 from .. import requests
 from . import local, ray_start
@@ -203,22 +201,15 @@ class SshBackend(Backend):
         hosts = list(enumerate(fields.hosts))
         secure_token_file(create=True)  # read below to send to the hosts; 0600 before any use
         if fields.head_on == "local":
-            head_ip = ray_start.node_ip()
-            temp_dir = make_private(f"{tempfile.gettempdir()}/eugo-{cluster_id}")
-            args, port, dashboard_port = ray_start.head_arguments(fields.head, head_ip, temp_dir)
-            for attempt in (1, 2):  # a busy machine can time a head's start out: once more
-                try:
-                    updates["pgids"] = [ray_start.run_ray_start(args, timeout)]
-                    break
-                except LaunchError:
-                    if attempt == 2:
-                        shutil.rmtree(temp_dir, ignore_errors=True)
-                        raise
-                    args, port, dashboard_port = ray_start.head_arguments(
-                        fields.head, head_ip, temp_dir
-                    )
-            updates["temp_dir"] = temp_dir
-            updates["dashboard_url"] = f"http://127.0.0.1:{dashboard_port}"
+            # Short on purpose: Ray puts unix sockets under it (108-byte limit).
+            started = local.launch(
+                fields.head, [], f"{tempfile.gettempdir()}/eugo-{cluster_id}", timeout,
+                say=lambda text: record.__setitem__("progress", text),
+            )  # fmt: skip
+            updates.update(
+                pgids=started.pgids, temp_dir=started.temp_dir, dashboard_url=started.dashboard_url
+            )
+            address = started.gcs_address
         else:
             index, first = hosts.pop(0)
             head_ip, port = _ip_of(first), 6379
@@ -235,7 +226,7 @@ class SshBackend(Backend):
                 raise LaunchError(f"The head did not start on {head.reason}")
             results.append(head)
             updates["dashboard_url"] = f"http://{head_ip}:8265"
-        address = f"{head_ip}:{port}"
+            address = f"{head_ip}:{port}"
 
         # Hosts in parallel: each is its own machine, and one slow or failing host must not
         # hold the others back.
