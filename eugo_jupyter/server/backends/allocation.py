@@ -40,8 +40,6 @@ from .allocation_env import Allocation, Node, detect, ports_of, seconds_left
 from .base import Backend, Form, FormField, Observed, Plan, Spec
 from .local import _pgids, _temp_dir
 from .ray_start import (
-    HEAD_PORTS,
-    NODE_PORTS,
     NodeSpec,
     environment,
     head_arguments,
@@ -49,6 +47,7 @@ from .ray_start import (
     node_ip,
     node_settings,
     one_start,
+    port_block,
     ray_executable,
     retrying,
     why,
@@ -77,11 +76,6 @@ class AllocationSpec:
         }
 
 
-def _ports(base: int) -> Any:
-    names = HEAD_PORTS + NODE_PORTS
-    return lambda name: base + names.index(name)
-
-
 def _timeout(run_for: float | None) -> list[str]:
     # coreutils' timeout ends the node before the job's wall time; TERM lets `ray start --block`
     # stop its processes, KILL follows 30 s later if they have not.
@@ -107,7 +101,7 @@ def head_spec(job: Allocation) -> NodeSpec:
 
 def head_command(job: Allocation, ip: str, temp_dir: str, run_for: float | None) -> list[str]:
     """The head's exact command line on this node."""
-    args, _, _ = head_arguments(head_spec(job), ip, temp_dir, _ports(ports_of(job.job_id, 0)))
+    args, _, _ = head_arguments(head_spec(job), ip, temp_dir, port_block(ports_of(job.job_id, 0)))
     return [*_timeout(run_for), ray_executable(), "start", *args, "--block"]
 
 
@@ -116,7 +110,7 @@ def worker_command(
 ) -> list[str]:
     """The exact command that starts node ``index``'s worker through the scheduler."""
     spec = NodeSpec(num_cpus=node.cpus)
-    args = node_arguments(spec, "", temp_dir, _ports(ports_of(job.job_id, index)))
+    args = node_arguments(spec, "", temp_dir, port_block(ports_of(job.job_id, index)))
     args = [a for a in args if not a.startswith("--node-ip-address")]  # the node's own
     launcher = [part.format(cpus=node.cpus) for part in job.launcher]
     ray = [*_timeout(run_for), ray_executable(), "start", f"--address={address}", *args]

@@ -1,8 +1,9 @@
 """The `ray start` toolkit: what every backend that runs `ray start` shares.
 
 One builder of a node's arguments (:func:`node_arguments`, :func:`head_arguments`), used by the
-local and ssh backends with ports picked here and by the batch schedulers' job scripts with the
-job's shell variables; running one `ray start` in a session of its own (:func:`run_ray_start`)
+local backend with free ports picked here, by the ssh and allocation backends with a block of
+ports (:func:`port_block`) and by the batch schedulers' job scripts with the job's shell
+variables; running one `ray start` in a session of its own (:func:`run_ray_start`)
 and the line that says why it failed (:func:`why`); the node's environment, address and a free
 port.
 
@@ -40,7 +41,7 @@ __all__ = [
     "describe",
     "RETRY_DELAYS", "STARTS_AT_ONCE", "busy_sentence", "distinct_ports", "environment",
     "free_port", "head_arguments", "node_arguments", "node_ip", "node_settings", "one_start",
-    "ray_executable",
+    "port_block", "ray_executable",
     "retrying", "run_ray_start", "why",
 ]  # fmt: skip
 
@@ -240,14 +241,28 @@ def distinct_ports() -> Callable[[str], int]:
     return pick
 
 
+def port_block(base: int) -> Callable[[str], int]:
+    """A picker of consecutive ports from ``base``, one per name of :data:`HEAD_PORTS` and
+    :data:`NODE_PORTS`, for a node whose free ports cannot be checked from here (another
+    machine, a batch job's node).
+
+    >>> pick = port_block(20000)
+    >>> pick("gcs"), pick("node_manager")
+    (20000, 20003)
+    """
+    names = HEAD_PORTS + NODE_PORTS
+    return lambda name: base + names.index(name)
+
+
 def node_arguments(
     spec: NodeSpec, ip: str, temp_dir: str, port: Callable[[str], int | str] | None = None
 ) -> list[str]:
     """The ``ray start`` arguments every node takes, whoever runs it.
 
-    This is the one builder of them: the local and ssh backends call it with ports picked here
-    (``port`` returns a free port), the batch schedulers' job scripts with shell variables that
-    the job sets on its node (``port`` returns ``"$node_manager"``); by default each port is a
+    This is the one builder of them: the local backend calls it with ports picked here
+    (``port`` returns a free port), the ssh and allocation backends with a block of ports on the
+    node (:func:`port_block`), the batch schedulers' job scripts with shell variables that the
+    job sets on its node (``port`` returns ``"$node_manager"``); by default each port is a
     distinct free one (:func:`distinct_ports`).
     """
     if port is None:

@@ -17,11 +17,11 @@ import secrets
 import shlex
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._tempdirs import ray_temp_dir
 from . import ray_start
 
 __all__ = ["HostProblem", "SshSpec", "failure_of", "ssh_command", "stop_on", "why_host_failed"]
@@ -165,51 +165,30 @@ def _token_file(cluster_id: str) -> str:
     return f"~/.ray/eugo-{cluster_id}.token"
 
 
-def _ports() -> list[str]:
+def _ports() -> Callable[[str], int]:
     """Ports named up front, on the host (another machine: ours cannot be checked free there).
 
     With them named, a raylet waits for fewer of its agents' port files. It still waits (15 s,
     fixed by Ray) for the dashboard agent's listen port, and on a busy host a head, which starts
     its GCS and dashboard alongside, can miss that: the head gets three tries, a worker two.
     """
-    port = 20000 + secrets.randbelow(30000)
-    names = (
-        "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
-        "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port",
-    )  # fmt: skip
-    return [f"--{name}={port + i}" for i, name in enumerate(names)]
+    return ray_start.port_block(20000 + secrets.randbelow(30000))
 
 
 def _worker_args(spec: SshSpec, head: str, ip: str, temp_dir: str) -> list[str]:
-    return [
-        *_ports(),
-        f"--address={head}",
-        f"--node-ip-address={ip}",
-        f"--num-cpus={spec.cpus_per_host}",
-        f"--num-gpus={spec.gpus_per_host}",
-        f"--temp-dir={ray_temp_dir(temp_dir)}",
-        "--disable-usage-stats",
-        "--log-style=record",
-        "--log-color=false",
-    ]
+    node = ray_start.NodeSpec(num_cpus=spec.cpus_per_host, num_gpus=spec.gpus_per_host)
+    return [f"--address={head}", *ray_start.node_arguments(node, ip, temp_dir, _ports())]
 
 
 def _head_args_remote(spec: SshSpec, ip: str, port: int, temp_dir: str) -> list[str]:
-    return [
-        "--head",
-        *_ports(),
-        f"--port={port}",
-        f"--node-ip-address={ip}",
-        f"--num-cpus={spec.head.num_cpus}",
-        f"--num-gpus={spec.head.num_gpus}",
-        f"--temp-dir={ray_temp_dir(temp_dir)}",
-        # The dashboard answers on the head's address (behind Ray's token), so the Manager can
-        # read task counts from this machine.
-        f"--dashboard-host={ip}",
-        "--disable-usage-stats",
-        "--log-style=record",
-        "--log-color=false",
-    ]
+    # The GCS on ``port``, the dashboard and the Ray client on Ray's own defaults (the card's
+    # dashboard link is port 8265); the dashboard answers on the head's address (behind Ray's
+    # token), so the Manager can read task counts from this machine.
+    block, pinned = _ports(), {"gcs": port, "dashboard": 8265, "client": 10001}
+    args, _, _ = ray_start.head_arguments(
+        spec.head, ip, temp_dir, lambda name: pinned.get(name) or block(name), dashboard_host=ip
+    )
+    return args
 
 
 # ---------------------------------------------------------------- sentences
