@@ -17,7 +17,9 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["secure_token_file", "token_path"]
+from .exceptions import ClusterError
+
+__all__ = ["account_token", "secure_token_file", "token_path"]
 
 
 def token_path() -> Path:
@@ -68,3 +70,15 @@ def secure_token_file(create: bool = False) -> Path | None:
         return None
     _tighten(path, 0o600)
     return path
+
+
+def account_token() -> str:
+    """This account's Ray token (written first if there is none), for the nodes of another
+    machine or a pod to use."""
+    given = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if given:
+        return given
+    path = secure_token_file(create=True)
+    if path is None:
+        raise ClusterError("No Ray token could be written; check that ~/.ray is writable.")
+    return path.read_text().strip()

@@ -27,6 +27,7 @@ from typing import Any
 
 from traitlets import Float, Unicode
 
+from ..._raytoken import account_token
 from ...exceptions import ClusterError, OptionsError
 from .. import requests
 from .base import Backend, Form, FormField, Observed, Plan, Spec
@@ -43,7 +44,6 @@ from .kuberay_manifest import (
     secret_name,
 )
 from .kuberay_state import cluster_sentence, pod_rows
-from .ray_start import account_token
 
 __all__ = ["KubernetesBackend", "object_name"]
 

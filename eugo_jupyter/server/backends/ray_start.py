@@ -31,18 +31,15 @@ from typing import TypeVar
 
 from ..._processes import _kill_groups
 from ..._raystate import startup_timed_out
-from ..._raytoken import secure_token_file
 from ..._tempdirs import ray_temp_dir
-from ...exceptions import ClusterError, LaunchError
+from ...exceptions import LaunchError
 from ..exporters import closed_exporters
 
 __all__ = [
-    "HEAD_PORTS", "NODE_PORTS", "REPORT_EVERY_MS", "SYSTEM_CONFIG", "NodeSpec", "account_token",
-    "describe",
+    "HEAD_PORTS", "NODE_PORTS", "REPORT_EVERY_MS", "SYSTEM_CONFIG", "NodeSpec", "describe",
     "RETRY_DELAYS", "STARTS_AT_ONCE", "busy_sentence", "distinct_ports", "environment",
     "free_port", "head_arguments", "node_arguments", "node_ip", "node_settings", "one_start",
-    "port_block", "ray_executable",
-    "retrying", "run_ray_start", "why",
+    "port_block", "ray_executable", "retrying", "run_ray_start", "why",
 ]  # fmt: skip
 
 _T = TypeVar("_T")
@@ -54,18 +51,6 @@ STARTS_AT_ONCE = 2
 _starts = threading.BoundedSemaphore(STARTS_AT_ONCE)
 #: Pauses before the second and third try of a start that timed out on a busy machine.
 RETRY_DELAYS = (2.0, 6.0)
-
-
-def account_token() -> str:
-    """This account's Ray token (written first if there is none), for the nodes of another
-    machine or a pod to use."""
-    given = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    if given:
-        return given
-    path = secure_token_file(create=True)
-    if path is None:
-        raise ClusterError("No Ray token could be written; check that ~/.ray is writable.")
-    return path.read_text().strip()
 
 
 def one_start() -> threading.BoundedSemaphore:

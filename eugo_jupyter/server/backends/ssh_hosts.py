@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._raytoken import account_token
 from . import ray_start
 
 __all__ = ["HostProblem", "SshSpec", "failure_of", "ssh_command", "stop_on", "why_host_failed"]
@@ -320,7 +321,7 @@ def _start_on(
     script_args = [spec.ray_path, _token_file(cluster_id), temp_dir, *args]
     command = ssh_command(spec, host, _START, script_args)
     for attempt in range(1, attempts + 1):
-        code, output = _run(command, ray_start.account_token(), timeout)
+        code, output = _run(command, account_token(), timeout)
         if code == 0:
             return _HostResult(host, _ip_of(host), temp_dir, True)
         if failure_of(code, output) in FINAL or attempt == attempts:
